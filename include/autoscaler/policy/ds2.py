@@ -1,0 +1,180 @@
+"""The DS2 model for one epoch, in plain Python: the reference the Spark job is checked against.
+
+Per window, in topological order: sources emit their aggregated true output rate (or an
+override); a non-source operator's target input is the sum of its upstreams' outputs at
+their optimal parallelism; its optimal parallelism is target input / (aggregated true
+processing rate / current parallelism); its output at that parallelism is
+true output / true processing * target input (from the unrounded estimate).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from autoscaler.options import PolicyOptions
+from autoscaler.policy.rules import SATURATED, align_up, round_up, threshold_adjust
+from autoscaler.topology import Topology
+
+
+@dataclass(frozen=True)
+class OperatorWindow:
+    """One operator's metrics in one epoch, summed over its instances."""
+
+    parallelism: int
+    instances_observed: int
+    true_processing_rate: float
+    true_output_rate: float
+    observed_output_rate: float
+    max_parallelism: int | None = None
+    warmup_instances: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    operator_id: str
+    operator_name: str
+    is_source: bool
+    status: str
+    current_parallelism: int
+    instances_observed: int
+    true_processing_rate: float | None
+    true_output_rate: float | None
+    capacity_per_instance: float | None
+    target_input_rate: float | None
+    target_output_rate: float | None
+    optimal_parallelism: float | None
+    target_parallelism: int
+    source_rate_ratio: float | None
+    reason: str
+
+
+def source_output(window: OperatorWindow, override_per_instance: float | None) -> float:
+    """A source's output rate: the override times its instances, or its true output rate.
+
+    An override of -1 means "use the observed output" (the reference's convention).
+    """
+    if override_per_instance is None:
+        return window.true_output_rate
+    if override_per_instance == -1:
+        return window.observed_output_rate
+    return override_per_instance * window.parallelism
+
+
+def evaluate_epoch(
+    topology: Topology,
+    windows: Mapping[str, OperatorWindow],
+    options: PolicyOptions,
+    source_rates: Mapping[str, float] | None = None,
+) -> list[Decision]:
+    """Decisions for every operator of ``topology`` (in topological order) for one epoch."""
+    options = options.resolved(topology)
+    source_rates = source_rates or {}
+    missing = [
+        f"{topology.operators[op].name} has {windows[op].instances_observed if op in windows else 0}"
+        f" of {windows[op].parallelism if op in windows else topology.operators[op].parallelism} instances"
+        for op in topology.order
+        if op not in windows or windows[op].instances_observed != windows[op].parallelism
+    ]
+    warm = [topology.operators[op].name for op in topology.order if op in windows and windows[op].warmup_instances]
+    if missing or warm:
+        status = "incomplete" if missing else "warmup"
+        if missing:
+            reason = "incomplete metrics, no change: " + "; ".join(missing)
+        else:
+            reason = "warm-up window (the job restarted), no change: " + ", ".join(warm)
+        return [
+            Decision(
+                op, topology.operators[op].name, topology.operators[op].is_source, status,
+                windows[op].parallelism if op in windows else topology.operators[op].parallelism,
+                windows[op].instances_observed if op in windows else 0,
+                None, None, None, None, None, None,
+                windows[op].parallelism if op in windows else topology.operators[op].parallelism,
+                None, reason,
+            )
+            for op in topology.order
+        ]
+
+    output: dict[str, float] = {}
+    estimate: dict[str, tuple[float, float, float, int]] = {}  # op -> (input, capacity, optimal, raw)
+    ratios = []
+    for op in topology.order:
+        w = windows[op]
+        if topology.operators[op].is_source:
+            output[op] = source_output(w, source_rates.get(op))
+            if w.observed_output_rate > 0:
+                ratios.append(output[op] / w.observed_output_rate)
+            continue
+        target_input = sum(output[up] for up in topology.upstream(op))
+        capacity = w.true_processing_rate / w.parallelism
+        if capacity > 0:
+            optimal = target_input / capacity
+        else:
+            optimal = math.inf if target_input > 0 else math.nan
+        selectivity = w.true_output_rate / w.true_processing_rate if w.true_processing_rate > 0 else 0.0
+        output[op] = selectivity * target_input
+        estimate[op] = (target_input, capacity, optimal, round_up(optimal, options.factor))
+
+    ratio = max(ratios) if ratios else None
+    no_scale_up = all(raw <= windows[op].parallelism for op, (_, _, _, raw) in estimate.items())
+    apply_threshold = (
+        options.threshold is not None and ratio is not None and ratio > options.threshold and no_scale_up
+    )
+
+    decisions = []
+    for op in topology.order:
+        w = windows[op]
+        meta = topology.operators[op]
+        if meta.is_source:
+            decisions.append(
+                Decision(
+                    op, meta.name, True, "ok", w.parallelism, w.instances_observed,
+                    w.true_processing_rate, output[op], None, None, output[op], None, w.parallelism, ratio,
+                    f"source: never rescaled; emits {output[op]:.1f} r/s",
+                )
+            )
+            continue
+        target_input, capacity, optimal, raw = estimate[op]
+        if math.isnan(optimal):
+            why = "no input and no processing observed: optimal 0"
+        elif math.isinf(optimal):
+            why = f"input {target_input:.1f} r/s but no processing observed: capacity unknown, estimate saturates"
+        else:
+            why = f"input {target_input:.1f} r/s / capacity {capacity:.1f} r/s per instance = {optimal:.4f}"
+        why += f"; x(1+{options.factor:g}) rounded up = {raw}"
+        proposal = raw
+        if apply_threshold:
+            proposal = threshold_adjust(raw, ratio)
+            why += f"; no scale-up and source ratio {ratio:.4f} > threshold {options.threshold:g}: x{ratio:.4f} = {proposal}"
+        low = options.min_parallelism.get(op, 1)
+        key_groups = w.max_parallelism or options.job_max_parallelism
+        caps = [c for c in (options.max_parallelism.get(op), options.job_max_parallelism, w.max_parallelism) if c]
+        high = min(caps) if caps else SATURATED
+        bounded = min(max(proposal, low), high)
+        if bounded > proposal:
+            why += f"; raised to min {low}"
+        elif bounded < proposal:
+            why += f"; capped at max {high}"
+        if options.align_to_key_groups and key_groups:
+            aligned = align_up(bounded, key_groups, high)
+            if aligned != bounded:
+                why += f"; aligned to {aligned} (divides {key_groups} key groups)"
+            bounded = aligned
+        why += _verdict(w.parallelism, bounded)
+        decisions.append(
+            Decision(
+                op, meta.name, False, "ok", w.parallelism, w.instances_observed,
+                w.true_processing_rate, w.true_output_rate, capacity, target_input, output[op], optimal,
+                bounded, ratio, why,
+            )
+        )
+    return decisions
+
+
+def _verdict(current: int, target: int) -> str:
+    if target > current:
+        return f" -> scale up {current} -> {target}"
+    if target < current:
+        return f" -> scale down {current} -> {target}"
+    return f" -> keep {current}"

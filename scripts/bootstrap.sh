@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up everything the project needs on a fresh machine; idempotent (a stamp skips done work).
+#  - Java 17+ (Spark and Flink run on it): installed from Debian packages when missing;
+#  - a virtual environment in .venv with requirements.txt (exact pins) and the project's core.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+
+need_java() {
+  command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || return 0
+  local major
+  major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+  [ "${major:-0}" -lt 17 ]
+}
+if need_java; then
+  echo "bootstrap: installing OpenJDK 17 (Debian packages)" >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q openjdk-17-jdk-headless
+fi
+
+"$PYTHON" - <<'PY'
+import sys
+if sys.version_info[:2] != (3, 11):
+    sys.exit(f"bootstrap: Python 3.11 is required, found {sys.version.split()[0]}")
+PY
+
+stamp=.venv/.bootstrap-stamp
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]; then
+  exit 0
+fi
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -r requirements.txt
+.venv/bin/python -m pip install -q --no-deps -e .
+echo "$want" > "$stamp"
+echo "bootstrap: environment ready in .venv" >&2

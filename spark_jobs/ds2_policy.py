@@ -1,0 +1,146 @@
+"""The DS2 policy as a Spark job: every (job, epoch) of the input in one pass.
+
+Offline, like the reference tool::
+
+    spark-submit spark_jobs/ds2_policy.py --topology T.csv --rates R.log [--source-rates S.csv]
+        [--factor F] [--threshold T] --json
+    spark-submit spark_jobs/ds2_policy.py --topology T.csv --rates-dir DIR --json
+
+Live and backfill, from the metrics store (decisions go to the same store)::
+
+    spark-submit spark_jobs/ds2_policy.py --topology T.csv --store data/store --job J \
+        --from-epoch A --to-epoch B --run-type backfill
+
+JSON lines go to stdout; Spark's logging and warnings to stderr. Bad input exits with
+status 2 and one line naming the input and the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import uuid
+from datetime import UTC, datetime
+
+from autoscaler.ds2_files import read_source_rates
+from autoscaler.errors import InputError
+from autoscaler.options import PolicyOptions
+from autoscaler.report import decision_table
+from autoscaler.schemas import DECISIONS
+from autoscaler.topology import read_topology_csv
+
+RUN_TYPES = ("offline", "live", "backfill", "what-if")
+
+
+def _bounds(values: list[str], flag: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in values:
+        name, sep, number = item.rpartition("=")
+        if not sep or not name:
+            raise InputError(flag, f"expected OPERATOR=N, got {item!r}")
+        try:
+            out[name] = int(number)
+        except ValueError:
+            raise InputError(flag, f"{item!r}: {number!r} is not an integer") from None
+    return out
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="ds2_policy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topology", required=True, help="DS2 topology CSV (edges)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--rates", help="DS2 rates log (8 columns)")
+    source.add_argument("--rates-dir", help="folder of online rate files <operator>-<instance>-<epoch>.<ext>")
+    source.add_argument("--metrics-store", action="store_true", help="read metrics of --job from --store")
+    parser.add_argument("--source-rates", help="source-rate override file (operator_id,rate_per_instance)")
+    parser.add_argument("--store", help="store root: decisions are written here (and metrics read with --metrics-store)")
+    parser.add_argument("--job", default="ds2-offline", help="job name (default: ds2-offline)")
+    parser.add_argument("--from-epoch", type=int, help="first epoch (inclusive, store input)")
+    parser.add_argument("--to-epoch", type=int, help="last epoch (inclusive, store input)")
+    parser.add_argument("--factor", type=float, default=0.0, help="over-provisioning factor (default 0)")
+    parser.add_argument("--threshold", type=float, help="target-rate-ratio threshold (default: off)")
+    parser.add_argument("--min-parallelism", action="append", default=[], metavar="OP=N")
+    parser.add_argument("--max-parallelism", action="append", default=[], metavar="OP=N")
+    parser.add_argument("--job-max-parallelism", type=int, help="cap for every operator (the job's max parallelism)")
+    parser.add_argument("--align-to-key-groups", action="store_true", help="propose divisors of the max parallelism")
+    parser.add_argument("--run-type", choices=RUN_TYPES, help="recorded with the decisions (default: offline or live)")
+    parser.add_argument("--run-id", help="recorded with the decisions (default: a new uuid)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object per (epoch, operator)")
+    output.add_argument("--table", action="store_true", help="print the decisions as a text table")
+    parser.add_argument("--master", help="Spark master when not run by spark-submit")
+    args = parser.parse_args(argv)
+    if args.metrics_store and not args.store:
+        parser.error("--metrics-store needs --store")
+    return args
+
+
+def run(argv: list[str]) -> int:
+    args = parse_args(argv)
+    topology = read_topology_csv(args.topology)
+    options = PolicyOptions(
+        factor=args.factor,
+        threshold=args.threshold,
+        min_parallelism=_bounds(args.min_parallelism, "--min-parallelism"),
+        max_parallelism=_bounds(args.max_parallelism, "--max-parallelism"),
+        job_max_parallelism=args.job_max_parallelism,
+        align_to_key_groups=args.align_to_key_groups,
+    ).resolved(topology)
+    source_rates = read_source_rates(args.source_rates, topology) if args.source_rates else None
+
+    # Spark is imported only now: argument and file errors above need no JVM.
+    from autoscaler.sparkjob import inputs, policy, store
+    from autoscaler.sparkjob.session import policy_session
+
+    spark = policy_session(master=args.master)
+    checks = []
+    if args.rates:
+        metrics, observation = inputs.rates_log(spark, args.rates, topology, args.job)
+        checks.append(lambda: inputs.raise_for_bad_lines(observation, args.rates, topology))
+    elif args.rates_dir:
+        metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
+        if skipped:
+            print(f"ds2_policy: skipped incomplete epochs {skipped} in {args.rates_dir}", file=sys.stderr)
+    else:
+        metrics = inputs.metrics_store(spark, args.store, args.job, args.from_epoch, args.to_epoch)
+        metrics, observation = inputs.guard_operators(metrics, topology)
+        checks.append(lambda: inputs.raise_for_unknown_operators(observation, args.store, args.job, topology))
+    run_type = args.run_type or ("live" if args.metrics_store else "offline")
+    run_info = policy.RunInfo(args.run_id or uuid.uuid4().hex, run_type, datetime.now(UTC).replace(microsecond=0))
+    decisions = policy.decide(metrics, topology, options, run_info, source_rates)
+
+    def check_all() -> None:
+        for check in checks:
+            check()
+
+    # Decisions are committed only after the input checks pass; without --store they go to a
+    # temporary store so that --json prints exactly what was checked, once.
+    root = args.store or tempfile.mkdtemp(prefix="ds2-policy-")
+    try:
+        store.write_epochs(decisions.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
+        if args.json or args.table:
+            rows = (r.asDict() for r in inputs.stored_decisions(spark, root, args.job, run_info.run_id, topology).toLocalIterator())
+            if args.json:
+                for row in rows:
+                    print(policy.decision_json(row))
+            else:
+                print(decision_table(rows))
+    finally:
+        if not args.store:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def main() -> None:
+    try:
+        code = run(sys.argv[1:])
+    except InputError as exc:
+        print(f"ds2_policy: error: {exc}", file=sys.stderr)
+        code = 2
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
