@@ -18,6 +18,7 @@ status 2 and one line naming the input and the problem.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -97,16 +98,16 @@ def run(argv: list[str]) -> int:
     spark = policy_session(master=args.master)
     checks = []
     if args.rates:
-        metrics, observation = inputs.rates_log(spark, args.rates, topology, args.job)
-        checks.append(lambda: inputs.raise_for_bad_lines(observation, args.rates, topology))
+        metrics, counts = inputs.rates_log(spark, args.rates, topology, args.job)
+        checks.append(lambda: inputs.raise_for_bad_lines(counts, args.rates, topology))
     elif args.rates_dir:
         metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
         if skipped:
             print(f"ds2_policy: skipped incomplete epochs {skipped} in {args.rates_dir}", file=sys.stderr)
     else:
         metrics = inputs.metrics_store(spark, args.store, args.job, args.from_epoch, args.to_epoch)
-        metrics, observation = inputs.guard_operators(metrics, topology)
-        checks.append(lambda: inputs.raise_for_unknown_operators(observation, args.store, args.job, topology))
+        metrics, counts = inputs.guard_operators(metrics, topology)
+        checks.append(lambda: inputs.raise_for_unknown_operators(counts, args.store, args.job, topology))
     run_type = args.run_type or ("live" if args.metrics_store else "offline")
     run_info = policy.RunInfo(args.run_id or uuid.uuid4().hex, run_type, datetime.now(UTC).replace(microsecond=0))
     decisions = policy.decide(metrics, topology, options, run_info, source_rates)
@@ -121,7 +122,9 @@ def run(argv: list[str]) -> int:
     try:
         store.write_epochs(decisions.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
         if args.json or args.table:
-            rows = (r.asDict() for r in inputs.stored_decisions(spark, root, args.job, run_info.run_id, topology).toLocalIterator())
+            rows = (
+                r.asDict() for r in inputs.stored_decisions(spark, root, args.job, run_info.run_id, topology).toLocalIterator()
+            )
             if args.json:
                 for row in rows:
                     print(policy.decision_json(row))
@@ -133,12 +136,36 @@ def run(argv: list[str]) -> int:
     return 0
 
 
+def _real_stderr() -> None:
+    """Point sys.stderr at the terminal's stderr when spark-submit merged ours into stdout.
+
+    spark-submit runs the Python driver with stderr redirected into stdout, which would mix
+    errors and warnings into the JSON lines. The JVM that started us still has the real
+    stderr as its fd 2 (Linux: /proc/<parent>/fd/2).
+    """
+    if "SPARK_ENV_LOADED" not in os.environ and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return
+    try:
+        same = os.path.samestat(os.fstat(1), os.fstat(2))
+        if same:
+            sys.stderr = open(f"/proc/{os.getppid()}/fd/2", "w", buffering=1)
+    except OSError:
+        pass
+
+
 def main() -> None:
+    _real_stderr()
     try:
         code = run(sys.argv[1:])
     except InputError as exc:
         print(f"ds2_policy: error: {exc}", file=sys.stderr)
         code = 2
+    except Exception as exc:  # Spark/JVM failures: one readable line; DS2_DEBUG=1 for the traceback
+        if os.environ.get("DS2_DEBUG"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"ds2_policy: error: the Spark job failed: {type(exc).__name__}: {first}", file=sys.stderr)
+        code = 1
     sys.exit(code)
 
 

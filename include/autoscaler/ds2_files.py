@@ -54,7 +54,9 @@ def parse_rate_line(line: str, topology: Topology, source: str, line_no: int) ->
     """One 8-column line, checked against the topology."""
     fields = [f.strip() for f in line.split(",")]
     if len(fields) != len(RATE_COLUMNS):
-        raise InputError(source, f"expected {len(RATE_COLUMNS)} comma-separated columns ({','.join(RATE_COLUMNS)}), got {len(fields)}", line_no)
+        raise InputError(
+            source, f"expected {len(RATE_COLUMNS)} comma-separated columns ({','.join(RATE_COLUMNS)}), got {len(fields)}", line_no
+        )
     op_id = fields[0]
     if op_id not in topology.operators:
         raise InputError(source, f"unknown operator {op_id!r} (not in the topology)", line_no)
@@ -75,9 +77,13 @@ def parse_rate_line(line: str, topology: Topology, source: str, line_no: int) ->
         try:
             value = float(text)
         except ValueError:
-            raise InputError(source, f"operator {op_id!r} instance {instance}: {name} {text!r} is not a number", line_no) from None
+            raise InputError(
+                source, f"operator {op_id!r} instance {instance}: {name} {text!r} is not a number", line_no
+            ) from None
         if not math.isfinite(value) or value < 0:
-            raise InputError(source, f"operator {op_id!r} instance {instance}: {name} is {text}; rates must be finite and >= 0", line_no)
+            raise InputError(
+                source, f"operator {op_id!r} instance {instance}: {name} is {text}; rates must be finite and >= 0", line_no
+            )
         rates.append(value)
     return RateRecord(op_id, instance, total, ts, *rates)
 
@@ -140,7 +146,9 @@ def read_rate_files(folder: str | Path, topology: Topology) -> tuple[list[RateRe
         op = by_name[name]
         key = (op.id, instance, epoch)
         if key in seen:
-            raise InputError(str(path), f"duplicate rate file for operator {name!r} instance {instance} epoch {epoch} (also {seen[key].name})")
+            raise InputError(
+                str(path), f"duplicate rate file for operator {name!r} instance {instance} epoch {epoch} (also {seen[key].name})"
+            )
         seen[key] = path
         lines = list(_data_lines(path))
         if len(lines) != 1:
@@ -148,7 +156,9 @@ def read_rate_files(folder: str | Path, topology: Topology) -> tuple[list[RateRe
         line_no, line = lines[0]
         record = parse_rate_line(line, topology, str(path), line_no)
         if record.operator_id != op.id:
-            raise InputError(str(path), f"line is for operator {record.operator_id!r} but the file name says {name!r} ({op.id!r})", line_no)
+            raise InputError(
+                str(path), f"line is for operator {record.operator_id!r} but the file name says {name!r} ({op.id!r})", line_no
+            )
         if record.instance != instance:
             raise InputError(str(path), f"line is for instance {record.instance} but the file name says {instance}", line_no)
         per_epoch[epoch].append(_with_epoch(record, epoch))

@@ -10,29 +10,34 @@ from autoscaler.errors import InputError
 from autoscaler.topology import Topology
 
 
-def _opt(default, doc: str, **kw):  # noqa: ANN001, ANN202 - dataclass field helper
-    if isinstance(default, dict):
-        return field(default_factory=dict, metadata={"doc": doc}, **kw)
-    return field(default=default, metadata={"doc": doc}, **kw)
+def _doc(text: str) -> dict[str, str]:
+    return {"doc": text}
 
 
 @dataclass(frozen=True)
 class PolicyOptions:
     """Options of the DS2 policy run (the Spark job and the pure-Python reference)."""
 
-    factor: float = _opt(0.0, "Over-provisioning factor f >= 0: decision = ceil(optimal * (1 + f)).")
-    threshold: float | None = _opt(
-        None,
-        "Target-rate-ratio threshold T (>= 1; None = off, as the reference default): when no operator "
-        "scales up and max over sources of true/observed output r > T, every decision becomes ceil(r * decision).",
+    factor: float = field(default=0.0, metadata=_doc("Over-provisioning factor f >= 0: decision = ceil(optimal * (1 + f))."))
+    threshold: float | None = field(
+        default=None,
+        metadata=_doc(
+            "Target-rate-ratio threshold T (>= 1; None = off, as the reference default): when no operator "
+            "scales up and max over sources of true/observed output r > T, every decision becomes ceil(r * decision)."
+        ),
     )
-    min_parallelism: dict[str, int] = _opt({}, "Per-operator lower bound (operator id or name -> n); default 1.")
-    max_parallelism: dict[str, int] = _opt({}, "Per-operator upper bound (operator id or name -> n).")
-    job_max_parallelism: int | None = _opt(
-        None, "Cap for every operator (the job's max parallelism); the operator's own max parallelism also caps."
+    min_parallelism: dict[str, int] = field(
+        default_factory=dict, metadata=_doc("Per-operator lower bound (operator id or name -> n); default 1.")
     )
-    align_to_key_groups: bool = _opt(
-        False, "Round a proposal up to a divisor of the max parallelism so key groups spread evenly."
+    max_parallelism: dict[str, int] = field(
+        default_factory=dict, metadata=_doc("Per-operator upper bound (operator id or name -> n).")
+    )
+    job_max_parallelism: int | None = field(
+        default=None,
+        metadata=_doc("Cap for every operator (the job's max parallelism); the operator's own max parallelism also caps."),
+    )
+    align_to_key_groups: bool = field(
+        default=False, metadata=_doc("Round a proposal up to a divisor of the max parallelism so key groups spread evenly.")
     )
 
     def __post_init__(self) -> None:

@@ -39,7 +39,9 @@ _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 def validate_job_name(job: str) -> str:
     """Job names become folder names and URL parts: letters, digits, ``_ . -`` only."""
     if not isinstance(job, str) or not _JOB_NAME.match(job):
-        raise InputError("job", f"invalid job name {job!r}: use 1-128 letters, digits, '_', '.', '-' (not starting with '.', '_' or '-')")
+        raise InputError(
+            "job", f"invalid job name {job!r}: use 1-128 letters, digits, '_', '.', '-' (not starting with '.', '_' or '-')"
+        )
     return job
 
 
@@ -128,9 +130,7 @@ def _read_files(table: Table, files: Iterable[Path]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def read_epochs(
-    root: str | Path, table: Table, job: str, epochs: Iterable[int] | None = None
-) -> pa.Table:
+def read_epochs(root: str | Path, table: Table, job: str, epochs: Iterable[int] | None = None) -> pa.Table:
     """Rows of one job (all epochs, or the given ones), with the partition columns filled in."""
     job_dir = table_dir(root, table) / f"job={validate_job_name(job)}"
     schema = table.arrow_schema()

@@ -53,10 +53,7 @@ class Topology:
             if up == down:
                 raise InputError(source, f"operator {up!r} has an edge to itself (a cycle); DS2 needs a DAG")
         has_input = {down for _, down in edge_list}
-        ops = {
-            op_id: Operator(op.id, op.name, op.parallelism, is_source=op_id not in has_input)
-            for op_id, op in ops.items()
-        }
+        ops = {op_id: Operator(op.id, op.name, op.parallelism, is_source=op_id not in has_input) for op_id, op in ops.items()}
         order = _topological_order(list(ops), edge_list, source)
         return cls(operators=ops, edges=edge_list, order=order)
 
@@ -120,7 +117,9 @@ def read_topology_csv(path: str | Path) -> Topology:
         fields = [f.strip() for f in line.split(",")]
         if len(fields) != 6:
             raise InputError(
-                str(path), f"expected 6 comma-separated fields (id1,name1,instances1,id2,name2,instances2), got {len(fields)}", line_no
+                str(path),
+                f"expected 6 comma-separated fields (id1,name1,instances1,id2,name2,instances2), got {len(fields)}",
+                line_no,
             )
         for op_id, name, count in (fields[0:3], fields[3:6]):
             if not op_id:

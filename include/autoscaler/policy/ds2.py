@@ -86,12 +86,21 @@ def evaluate_epoch(
             reason = "warm-up window (the job restarted), no change: " + ", ".join(warm)
         return [
             Decision(
-                op, topology.operators[op].name, topology.operators[op].is_source, status,
+                op,
+                topology.operators[op].name,
+                topology.operators[op].is_source,
+                status,
                 windows[op].parallelism if op in windows else topology.operators[op].parallelism,
                 windows[op].instances_observed if op in windows else 0,
-                None, None, None, None, None, None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
                 windows[op].parallelism if op in windows else topology.operators[op].parallelism,
-                None, reason,
+                None,
+                reason,
             )
             for op in topology.order
         ]
@@ -118,9 +127,7 @@ def evaluate_epoch(
 
     ratio = max(ratios) if ratios else None
     no_scale_up = all(raw <= windows[op].parallelism for op, (_, _, _, raw) in estimate.items())
-    apply_threshold = (
-        options.threshold is not None and ratio is not None and ratio > options.threshold and no_scale_up
-    )
+    apply_threshold = options.threshold is not None and ratio is not None and ratio > options.threshold and no_scale_up
 
     decisions = []
     for op in topology.order:
@@ -129,8 +136,20 @@ def evaluate_epoch(
         if meta.is_source:
             decisions.append(
                 Decision(
-                    op, meta.name, True, "ok", w.parallelism, w.instances_observed,
-                    w.true_processing_rate, output[op], None, None, output[op], None, w.parallelism, ratio,
+                    op,
+                    meta.name,
+                    True,
+                    "ok",
+                    w.parallelism,
+                    w.instances_observed,
+                    w.true_processing_rate,
+                    output[op],
+                    None,
+                    None,
+                    output[op],
+                    None,
+                    w.parallelism,
+                    ratio,
                     f"source: never rescaled; emits {output[op]:.1f} r/s",
                 )
             )
@@ -164,9 +183,21 @@ def evaluate_epoch(
         why += _verdict(w.parallelism, bounded)
         decisions.append(
             Decision(
-                op, meta.name, False, "ok", w.parallelism, w.instances_observed,
-                w.true_processing_rate, w.true_output_rate, capacity, target_input, output[op], optimal,
-                bounded, ratio, why,
+                op,
+                meta.name,
+                False,
+                "ok",
+                w.parallelism,
+                w.instances_observed,
+                w.true_processing_rate,
+                w.true_output_rate,
+                capacity,
+                target_input,
+                output[op],
+                optimal,
+                bounded,
+                ratio,
+                why,
             )
         )
     return decisions

@@ -19,6 +19,29 @@ from autoscaler.store import EPOCH_BLOCK_SIZE, table_dir, validate_job_name
 from autoscaler.topology import Topology
 
 
+class ObservedCounts:
+    """Counts over an input, gathered while the main job runs (``DataFrame.observe``).
+
+    When a query ends up with no rows, adaptive execution can prune the observed node and the
+    counts never arrive; then they are computed with one extra pass, only in that case.
+    """
+
+    def __init__(self, df: DataFrame, name: str, *exprs: Column) -> None:
+        self._observation = Observation(name)
+        self._source = df
+        self._exprs = exprs
+        self.df = df.observe(self._observation, *exprs)
+
+    def get(self) -> dict[str, object]:
+        try:
+            values = self._observation.get
+        except Exception:
+            values = {}
+        if not values:
+            values = self._source.agg(*self._exprs).first().asDict()
+        return values
+
+
 def _lookup(mapping: dict[str, object], key: Column) -> Column:
     """A literal map lookup (topology facts per operator id)."""
     pairs = [item for k, v in mapping.items() for item in (F.lit(k), F.lit(v))]
@@ -30,30 +53,31 @@ def conform(df: DataFrame) -> DataFrame:
     return df.select([F.col(name).cast(kind).alias(name) for name, kind in METRICS.spark_types()])
 
 
-def rates_log(spark: SparkSession, path: str, topology: Topology, job: str) -> tuple[DataFrame, Observation]:
+def rates_log(spark: SparkSession, path: str, topology: Topology, job: str) -> tuple[DataFrame, ObservedCounts]:
     """A DS2 rates log as metrics rows, epochs numbered per instance by timestamp order.
 
-    Returns the DataFrame and an observation with ``rows`` and ``bad_rows``, filled once an
-    action has run; pass both to :func:`raise_for_bad_lines` after it.
+    Returns the DataFrame and counts of ``rows`` and ``bad_rows``, filled once an action has
+    run; pass them to :func:`raise_for_bad_lines` after it.
     """
     if not Path(path).is_file():
         raise InputError(path, "rates log does not exist or is not a file")
     text = spark.read.text(path).select(F.trim("value").alias("line"))
     text = text.filter((F.col("line") != "") & ~F.col("line").startswith("#"))
-    parts = F.split("line", ",")
-    f = [F.trim(parts[i]) for i in range(8)]
-    op = f[0]
+    # get() returns null past the end (a short line) instead of failing the whole job.
+    text = text.select(F.split("line", ",").alias("parts"))
+    field = [F.trim(F.get("parts", i)) for i in range(8)]
     parallelism = {k: o.parallelism for k, o in topology.operators.items()}
-    rates = [F.expr(f"try_cast(trim(split(line, ',')[{i}]) AS DOUBLE)") for i in range(4, 8)]
     parsed = text.select(
-        F.size(parts).alias("n_fields"),
-        op.alias("operator_id"),
-        F.expr("try_cast(trim(split(line, ',')[1]) AS INT)").alias("instance"),
-        F.expr("try_cast(trim(split(line, ',')[2]) AS INT)").alias("parallelism"),
-        F.expr("try_cast(trim(split(line, ',')[3]) AS BIGINT)").alias("ts"),
-        *[r.alias(n) for r, n in zip(rates, ("tpr", "tor", "opr", "oor"))],
+        F.size("parts").alias("n_fields"),
+        field[0].alias("operator_id"),
+        field[1].try_cast("int").alias("instance"),
+        field[2].try_cast("int").alias("parallelism"),
+        field[3].try_cast("bigint").alias("ts"),
+        *[field[i].try_cast("double").alias(n) for i, n in zip(range(4, 8), ("tpr", "tor", "opr", "oor"))],
     )
-    rate_ok = [(F.col(n).isNotNull() & ~F.isnan(n) & (F.col(n) >= 0) & (F.col(n) < float("inf"))) for n in ("tpr", "tor", "opr", "oor")]
+    rate_ok = [
+        (F.col(n).isNotNull() & ~F.isnan(n) & (F.col(n) >= 0) & (F.col(n) < float("inf"))) for n in ("tpr", "tor", "opr", "oor")
+    ]
     good = (
         (F.col("n_fields") == 8)
         & F.col("operator_id").isin(list(parallelism))
@@ -64,11 +88,13 @@ def rates_log(spark: SparkSession, path: str, topology: Topology, job: str) -> t
     )
     for ok in rate_ok:
         good = good & ok
-    observation = Observation("rates_log")
-    parsed = parsed.withColumn("good", F.coalesce(good, F.lit(False))).observe(
-        observation, F.count(F.lit(1)).alias("rows"), F.count_if(~F.col("good")).alias("bad_rows")
+    counts = ObservedCounts(
+        parsed.withColumn("good", F.coalesce(good, F.lit(False))),
+        "rates_log",
+        F.count(F.lit(1)).alias("rows"),
+        F.count_if(~F.col("good")).alias("bad_rows"),
     )
-    parsed = parsed.filter("good")
+    parsed = counts.df.filter("good")
     by_instance = Window.partitionBy("operator_id", "instance").orderBy("ts")
     epoch = (F.row_number().over(by_instance) - 1).cast("long")
     df = parsed.select(
@@ -95,12 +121,12 @@ def rates_log(spark: SparkSession, path: str, topology: Topology, job: str) -> t
         F.lit(False).alias("warmup"),
         F.lit("ds2-rates-log").alias("source_format"),
     )
-    return conform(df), observation
+    return conform(df), counts
 
 
-def raise_for_bad_lines(observation: Observation, path: str, topology: Topology) -> None:
+def raise_for_bad_lines(counts: ObservedCounts, path: str, topology: Topology) -> None:
     """After an action: if Spark saw bad lines, name the first one (file and line)."""
-    metrics = observation.get
+    metrics = counts.get()
     if metrics.get("rows", 0) == 0:
         raise InputError(path, "the rates log has no data lines")
     bad = metrics.get("bad_rows", 0)
@@ -131,22 +157,22 @@ def metrics_store(
     return conform(df.withColumn("job", F.lit(job)))
 
 
-def guard_operators(metrics: DataFrame, topology: Topology) -> tuple[DataFrame, Observation]:
+def guard_operators(metrics: DataFrame, topology: Topology) -> tuple[DataFrame, ObservedCounts]:
     """Count rows of operators the topology does not know, while the job runs."""
     known = F.col("operator_id").isin(list(topology.operators))
-    observation = Observation("operators")
-    guarded = metrics.observe(
-        observation,
+    counts = ObservedCounts(
+        metrics,
+        "operators",
         F.count(F.lit(1)).alias("rows"),
         F.count_if(~known).alias("unknown_rows"),
         F.min(F.when(~known, F.col("operator_id"))).alias("unknown_operator"),
         F.min(F.when(~known, F.col("epoch"))).alias("unknown_epoch"),
     )
-    return guarded, observation
+    return counts.df, counts
 
 
-def raise_for_unknown_operators(observation: Observation, root: str, job: str, topology: Topology) -> None:
-    metrics = observation.get
+def raise_for_unknown_operators(counts: ObservedCounts, root: str, job: str, topology: Topology) -> None:
+    metrics = counts.get()
     where = f"{table_dir(root, METRICS)}/job={job}"
     if metrics.get("rows", 0) == 0:
         raise InputError(where, "no metrics rows in the requested epochs")

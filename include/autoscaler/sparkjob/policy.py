@@ -82,14 +82,12 @@ def decide(
 
     # Completeness and warm-up, per epoch.
     missing = {}
-    for k, op in enumerate(order):
+    for k in range(len(order)):
         p = _c("p", k)
         missing[k] = p.isNull() | (_c("n", k) != p) | (_c("isum", k) != p.cast("long") * (p + 1) / 2)
     incomplete = reduce(lambda a, b: a | b, missing.values())
     warm = reduce(lambda a, b: a | b, [_c("w", k) > 0 for k in range(len(order))])
-    wide = wide.withColumn(
-        "status", F.when(incomplete, F.lit("incomplete")).when(warm, F.lit("warmup")).otherwise(F.lit("ok"))
-    )
+    wide = wide.withColumn("status", F.when(incomplete, F.lit("incomplete")).when(warm, F.lit("warmup")).otherwise(F.lit("ok")))
     incomplete_why = F.concat_ws(
         "; ",
         *[
@@ -98,7 +96,9 @@ def decide(
                 F.when(
                     _c("n", k) != F.coalesce(_c("p", k), F.lit(ops[op].parallelism)),
                     F.format_string(
-                        "%s has %d of %d instances", F.lit(ops[op].name), _c("n", k),
+                        "%s has %d of %d instances",
+                        F.lit(ops[op].name),
+                        _c("n", k),
                         F.coalesce(_c("p", k), F.lit(ops[op].parallelism)),
                     ),
                 ).otherwise(F.lit(f"{ops[op].name} has duplicated instances")),
@@ -109,8 +109,9 @@ def decide(
     warm_why = F.concat_ws(", ", *[F.when(_c("w", k) > 0, F.lit(ops[op].name)) for k, op in enumerate(order)])
     wide = wide.withColumn(
         "status_reason",
-        F.when(F.col("status") == "incomplete", F.concat(F.lit("incomplete metrics, no change: "), incomplete_why))
-        .when(F.col("status") == "warmup", F.concat(F.lit("warm-up window (the job restarted), no change: "), warm_why)),
+        F.when(F.col("status") == "incomplete", F.concat(F.lit("incomplete metrics, no change: "), incomplete_why)).when(
+            F.col("status") == "warmup", F.concat(F.lit("warm-up window (the job restarted), no change: "), warm_why)
+        ),
     )
 
     # The model, in topological order: outputs at optimal parallelism flow downstream.
@@ -144,9 +145,7 @@ def decide(
     if options.threshold is None:
         wide = wide.withColumn("apply_threshold", F.lit(False))
     else:
-        wide = wide.withColumn(
-            "apply_threshold", F.coalesce((F.col("ratio") > options.threshold) & no_scale_up, F.lit(False))
-        )
+        wide = wide.withColumn("apply_threshold", F.coalesce((F.col("ratio") > options.threshold) & no_scale_up, F.lit(False)))
 
     structs = []
     for k, op in enumerate(order):
@@ -157,16 +156,22 @@ def decide(
             target = current
             why = F.format_string("source: never rescaled; emits %.1f r/s", _c("out", k))
             fields = {
-                "true_processing_rate": _c("tp", k), "true_output_rate": _c("out", k),
-                "capacity_per_instance": F.lit(None).cast("double"), "target_input_rate": F.lit(None).cast("double"),
-                "target_output_rate": _c("out", k), "optimal_parallelism": F.lit(None).cast("double"),
+                "true_processing_rate": _c("tp", k),
+                "true_output_rate": _c("out", k),
+                "capacity_per_instance": F.lit(None).cast("double"),
+                "target_input_rate": F.lit(None).cast("double"),
+                "target_output_rate": _c("out", k),
+                "optimal_parallelism": F.lit(None).cast("double"),
             }
         else:
             target, why = _proposal(wide, k, op, options)
             fields = {
-                "true_processing_rate": _c("tp", k), "true_output_rate": _c("to", k),
-                "capacity_per_instance": _c("cap", k), "target_input_rate": _c("in", k),
-                "target_output_rate": _c("out", k), "optimal_parallelism": _c("opt", k),
+                "true_processing_rate": _c("tp", k),
+                "true_output_rate": _c("to", k),
+                "capacity_per_instance": _c("cap", k),
+                "target_input_rate": _c("in", k),
+                "target_output_rate": _c("out", k),
+                "optimal_parallelism": _c("opt", k),
             }
         structs.append(
             F.struct(
@@ -210,9 +215,7 @@ def _proposal(wide: DataFrame, k: int, op: str, options: PolicyOptions) -> tuple
     if options.align_to_key_groups:
         top = F.least(high, key_groups)
         divisors = F.filter(F.sequence(bounded, top), lambda x: key_groups % x == 0)
-        target = F.when(key_groups.isNotNull() & (bounded <= top), F.coalesce(F.array_min(divisors), bounded)).otherwise(
-            bounded
-        )
+        target = F.when(key_groups.isNotNull() & (bounded <= top), F.coalesce(F.array_min(divisors), bounded)).otherwise(bounded)
     why = F.concat(
         F.when(F.isnan(opt), F.lit("no input and no processing observed: optimal 0"))
         .when(
@@ -225,7 +228,10 @@ def _proposal(wide: DataFrame, k: int, op: str, options: PolicyOptions) -> tuple
             apply,
             F.format_string(
                 "; no scale-up and source ratio %.4f > threshold %s: x%.4f = %d",
-                ratio, F.lit(f"{options.threshold:g}" if options.threshold else ""), ratio, proposal,
+                ratio,
+                F.lit(f"{options.threshold:g}" if options.threshold else ""),
+                ratio,
+                proposal,
             ),
         ).otherwise(F.lit("")),
         F.when(bounded > proposal, F.format_string("; raised to min %d", low))

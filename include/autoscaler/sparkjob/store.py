@@ -23,9 +23,7 @@ def _blocks(folder: Path) -> list[Path]:
     return sorted(d for d in folder.glob("job=*/epoch_block=*") if d.is_dir())
 
 
-def write_epochs(
-    df: DataFrame, root: str, table: Table, job: str, before_commit: Callable[[], None] | None = None
-) -> int:
+def write_epochs(df: DataFrame, root: str, table: Table, job: str, before_commit: Callable[[], None] | None = None) -> int:
     """Write one job's rows, replacing every epoch they contain. Returns the blocks written."""
     validate_job_name(job)
     spark: SparkSession = df.sparkSession

@@ -1,0 +1,69 @@
+"""Builders for test inputs: metrics rows from per-operator aggregates, DS2 files on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyarrow as pa
+
+from autoscaler.policy.ds2 import OperatorWindow
+from autoscaler.schemas import METRICS
+from autoscaler.store import epoch_block
+from autoscaler.topology import Operator, Topology
+
+
+def topology(edges: list[tuple[str, str]], parallelism: Mapping[str, int]) -> Topology:
+    names = dict.fromkeys(n for e in edges for n in e)
+    return Topology.from_edges([Operator(n, n.upper(), parallelism.get(n, 1)) for n in names], edges)
+
+
+def window(p: int, tp: float, to: float, oo: float | None = None, **kw) -> OperatorWindow:
+    return OperatorWindow(p, kw.pop("n", p), tp, to, to if oo is None else oo, **kw)
+
+
+def metrics_rows(topo: Topology, epochs: Mapping[int, Mapping[str, OperatorWindow]], job: str = "t") -> pa.Table:
+    """Instance rows whose sums are the given aggregates (rates split evenly over instances).
+
+    ``instances_observed`` below ``parallelism`` drops the last instances; ``warmup_instances``
+    marks the first ones as warm-up.
+    """
+    cols: dict[str, list] = {c.name: [] for c in METRICS.columns}
+    for epoch, windows in epochs.items():
+        for op, w in windows.items():
+            for i in range(1, w.instances_observed + 1):
+                share = 1.0 / w.parallelism
+                row = {
+                    "job": job,
+                    "epoch": epoch,
+                    "epoch_block": epoch_block(epoch),
+                    "operator_id": op,
+                    "operator_name": topo.operators[op].name if op in topo.operators else op,
+                    "instance": i,
+                    "parallelism": w.parallelism,
+                    "max_parallelism": w.max_parallelism,
+                    "is_source": topo.operators[op].is_source if op in topo.operators else False,
+                    "window_start": (1_700_000_000 + epoch * 60) * 1_000_000,
+                    "window_end": None,
+                    "records_in": None,
+                    "records_out": None,
+                    "busy_ms": None,
+                    "idle_ms": None,
+                    "backpressured_ms": None,
+                    "true_processing_rate": w.true_processing_rate * share,
+                    "true_output_rate": w.true_output_rate * share,
+                    "observed_processing_rate": w.true_processing_rate * share / 2,
+                    "observed_output_rate": w.observed_output_rate * share,
+                    "warmup": i <= w.warmup_instances,
+                    "source_format": "test",
+                }
+                for k, v in row.items():
+                    cols[k].append(v)
+    return pa.table(cols, schema=METRICS.arrow_schema())
+
+
+def write_topology_csv(topo: Topology, path: Path) -> Path:
+    ops = topo.operators
+    lines = [f"{a},{ops[a].name},{ops[a].parallelism},{b},{ops[b].name},{ops[b].parallelism}" for a, b in topo.edges]
+    path.write_text("\n".join(lines) + "\n")
+    return path
