@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo test test-fast lint bench clean flink-install flink-up flink-up-adaptive flink-down flink-status flink-job
 
 setup:
 	@scripts/bootstrap.sh
@@ -28,5 +28,20 @@ lint: setup
 bench: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(PY) benchmarks/bench_policy.py
 
+## Local Flink 2.3 (from the PyPI wheels, loopback only) and the scalable test job.
+flink-install: setup
+	scripts/flink.sh install
+flink-up: setup
+	scripts/flink.sh up
+flink-up-adaptive: setup
+	scripts/flink.sh up --adaptive
+flink-down:
+	scripts/flink.sh down
+flink-status:
+	scripts/flink.sh status
+flink-job: setup
+	scripts/flink.sh build-job
+
 clean:
+	-scripts/flink.sh down
 	rm -rf data build .pytest_cache .ruff_cache

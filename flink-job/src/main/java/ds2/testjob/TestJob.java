@@ -1,0 +1,114 @@
+package ds2.testjob;
+
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
+
+/**
+ * A scalable streaming job to exercise the DS2 autoscaler on a real Flink cluster:
+ *
+ * <pre>
+ *   Source (rate schedule) -> Parse (line -> keys) -> keyBy(key) -> Count (ValueState) -> Sink
+ * </pre>
+ *
+ * Every operator has a stable uid equal to its name ("Source", "Parse", "Count", "Sink"), chaining
+ * is off (one job vertex per operator, whatever the parallelisms), and per-operator parallelism comes
+ * from the program arguments (Flink 2.3 ignores pipeline.jobvertex-parallelism-overrides). Restore
+ * from a savepoint with different parallelisms to rescale; see {@link JobArgs#usage()} for options.
+ */
+public final class TestJob {
+    private TestJob() {}
+
+    public static void main(String[] argv) throws Exception {
+        JobArgs args = new JobArgs(argv);
+        if (args.help) {
+            System.out.print(JobArgs.usage());
+            return;
+        }
+        int maxParallelism = args.getInt("max-parallelism", 1);
+        int sourceP = parallelism(args, "source-parallelism", maxParallelism);
+        int parseP = parallelism(args, "parse-parallelism", maxParallelism);
+        int countP = parallelism(args, "count-parallelism", maxParallelism);
+        int sinkP = parallelism(args, "sink-parallelism", maxParallelism);
+        int keys = args.getInt("keys", 1);
+        int wordsPerRecord = args.getInt("words-per-record", 1);
+        RateSchedule schedule =
+                args.has("rate")
+                        ? RateSchedule.constant(args.getDouble("rate", 0))
+                        : RateSchedule.parse(args.get("rate-schedule"));
+        long scheduleStartMs =
+                args.has("schedule-start-ms")
+                        ? args.getLong("schedule-start-ms", 0)
+                        : System.currentTimeMillis();
+        double batchUs = args.getDouble("wait-batch-us", 1);
+        RecordCost parseCost =
+                new RecordCost(args.getDouble("parse-wait-us", 0), args.getDouble("parse-cpu-us", 0), batchUs);
+        RecordCost countCost =
+                new RecordCost(args.getDouble("count-wait-us", 0), args.getDouble("count-cpu-us", 0), batchUs);
+
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+        env.disableOperatorChaining();
+        env.setMaxParallelism(maxParallelism);
+        if (args.has("checkpoint-interval-ms")) {
+            env.enableCheckpointing(args.getLong("checkpoint-interval-ms", 1));
+        }
+
+        DataGeneratorSource<String> source =
+                new DataGeneratorSource<>(
+                        new LineGenerator(keys, wordsPerRecord, schedule, scheduleStartMs, sourceP),
+                        Long.MAX_VALUE,
+                        new ScheduledRateLimiterStrategy<>(schedule, scheduleStartMs),
+                        Types.STRING);
+
+        DataStream<String> lines =
+                env.fromSource(source, WatermarkStrategy.noWatermarks(), "Source")
+                        .uid("Source")
+                        .setParallelism(sourceP);
+
+        DataStream<Tuple2<Integer, Long>> words =
+                lines.flatMap(new ParseFunction(parseCost))
+                        .uid("Parse")
+                        .name("Parse")
+                        .setParallelism(parseP);
+
+        DataStream<Tuple2<Integer, Long>> counts =
+                words.keyBy(new ByKey())
+                        .process(new CountFunction(countCost))
+                        .uid("Count")
+                        .name("Count")
+                        .setParallelism(countP);
+
+        counts.sinkTo(new DiscardingSink<>()).uid("Sink").name("Sink").setParallelism(sinkP);
+
+        System.out.printf(
+                "%s: schedule %s from %d, parallelism source %d, parse %d, count %d, sink %d, "
+                        + "max %d, %d keys, parse %s, count %s%n",
+                args.get("job-name"), schedule, scheduleStartMs, sourceP, parseP, countP, sinkP,
+                maxParallelism, keys, parseCost, countCost);
+        env.execute(args.get("job-name"));
+    }
+
+    private static int parallelism(JobArgs args, String name, int maxParallelism) {
+        int p = args.getInt(name, 1);
+        if (p > maxParallelism) {
+            throw new IllegalArgumentException(
+                    "--" + name + " " + p + " exceeds --max-parallelism " + maxParallelism);
+        }
+        return p;
+    }
+
+    /** The key of a (key, n) pair. */
+    static final class ByKey implements KeySelector<Tuple2<Integer, Long>, Integer> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public Integer getKey(Tuple2<Integer, Long> t) {
+            return t.f0;
+        }
+    }
+}

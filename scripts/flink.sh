@@ -1,0 +1,463 @@
+#!/usr/bin/env bash
+# A local Apache Flink 2.3 cluster (one JobManager, one TaskManager with 8 slots, loopback only)
+# for development, the demo and integration tests.
+#
+#   scripts/flink.sh install                  download the PyPI wheels apache-flink and
+#                                             apache-flink-libraries (never installed into .venv)
+#                                             and assemble FLINK_HOME in build/flink-2.3.0/
+#   scripts/flink.sh configure [--adaptive] [--prometheus]
+#                                             write build/flink-2.3.0/conf/config.yaml from conf/flink/
+#   scripts/flink.sh up [--adaptive] [--prometheus]
+#                                             install + configure, start, wait until the slots are up
+#   scripts/flink.sh down                     stop the daemons this project started
+#   scripts/flink.sh status                   exit 0 running, 3 stopped, 1 not answering
+#   scripts/flink.sh build-job                build build/ds2-testjob.jar (flink-job/build.sh)
+#
+# Environment: FLINK_REST_PORT (8081), FLINK_RPC_PORT (6123), FLINK_START_TIMEOUT (60 s),
+# FLINK_STOP_TIMEOUT (30 s). State lives in data/flink/ (uploaded jars, savepoints, checkpoints,
+# pid files, the daemons' temp folder); the distribution and its logs in build/flink-2.3.0/log/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FLINK_VERSION=2.3.0
+BUILD_DIR=$ROOT/build
+DOWNLOAD_DIR=$BUILD_DIR/downloads
+FLINK_HOME=$BUILD_DIR/flink-$FLINK_VERSION
+STAMP=$FLINK_HOME/.ds2-assembled
+DATA_DIR=$ROOT/data/flink
+PID_DIR=$DATA_DIR/pids
+TMP_DIR=$DATA_DIR/tmp
+TEMPLATE_DIR=$ROOT/conf/flink
+PYTHON=$ROOT/.venv/bin/python
+
+REST_PORT=${FLINK_REST_PORT:-8081}
+RPC_PORT=${FLINK_RPC_PORT:-6123}
+START_TIMEOUT=${FLINK_START_TIMEOUT:-60}
+STOP_TIMEOUT=${FLINK_STOP_TIMEOUT:-30}
+SLOTS=8
+REST_URL=http://127.0.0.1:$REST_PORT
+
+# The Flink scripts read these from the environment before the config file: make sure a caller's
+# environment cannot point them elsewhere.
+FLINK_ENV=(env -u FLINK_LOG_DIR -u FLINK_LIB_DIR -u FLINK_PLUGINS_DIR -u FLINK_OPT_DIR
+  -u FLINK_ENV_JAVA_OPTS -u FLINK_ENV_JAVA_OPTS_JM -u FLINK_ENV_JAVA_OPTS_TM -u FLINK_IDENT_STRING
+  "FLINK_CONF_DIR=$FLINK_HOME/conf" "FLINK_PID_DIR=$PID_DIR")
+
+log() { echo "flink.sh: $*" >&2; }
+die() {
+  echo "flink.sh: error: $*" >&2
+  exit 1
+}
+
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+for v in REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT; do
+  is_uint "${!v}" || die "$v must be a number, got '${!v}'"
+done
+
+now_ms() { date +%s%3N; }
+secs_since() { # $1 = start in ms -> "12.3"
+  local d=$(($(now_ms) - $1))
+  printf '%d.%d' $((d / 1000)) $((d % 1000 / 100))
+}
+
+need_python() {
+  [ -x "$PYTHON" ] || die "$PYTHON is missing: run 'make setup' first"
+}
+
+java_cmd() {
+  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
+    echo "$JAVA_HOME/bin/java"
+  else
+    command -v java || true
+  fi
+}
+
+check_java() {
+  local java major
+  java=$(java_cmd)
+  [ -n "$java" ] || die "Java 17 or newer is required and no 'java' was found (install OpenJDK 17, e.g. 'make setup' or apt-get install openjdk-17-jdk-headless)"
+  major=$("$java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+  if ! is_uint "${major:-}" || [ "$major" -lt 17 ]; then
+    die "Java 17 or newer is required, $java is version '${major:-unknown}' (set JAVA_HOME or install OpenJDK 17)"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+# Prints "<pid> <daemon>" for every daemon in our pid files that still runs from our FLINK_HOME
+# (a recycled pid belonging to something else is never reported, hence never signalled).
+our_daemons() {
+  local f pid daemon args
+  [ -d "$PID_DIR" ] || return 0
+  for f in "$PID_DIR"/*.pid; do
+    [ -f "$f" ] || continue
+    daemon=${f##*-}
+    daemon=${daemon%.pid}
+    while IFS= read -r pid || [ -n "$pid" ]; do
+      is_uint "$pid" || continue
+      args=$(ps -ww -p "$pid" -o args= 2>/dev/null) || continue
+      case $args in
+        *"$FLINK_HOME/"*) echo "$pid $daemon" ;;
+      esac
+    done <"$f"
+  done
+}
+
+our_pids() { our_daemons | cut -d' ' -f1; }
+
+running() { [ -n "$(our_daemons)" ]; }
+
+# GET on the REST API; prints the body, fails when it does not answer.
+rest_get() { curl -sf --max-time 3 "$REST_URL$1"; }
+
+rest_answers() { rest_get /config >/dev/null 2>&1; }
+
+configured_adaptive() {
+  grep -q '^jobmanager.scheduler: adaptive' "$FLINK_HOME/conf/config.yaml" 2>/dev/null
+}
+
+configured_prometheus() {
+  grep -q '^metrics.reporter.prom.factory.class:' "$FLINK_HOME/conf/config.yaml" 2>/dev/null
+}
+
+mode_name() { if "$@"; then echo adaptive; else echo default; fi; }
+
+log_tail() {
+  local f
+  for f in "$FLINK_HOME"/log/*.log "$FLINK_HOME"/log/*.out; do
+    [ -s "$f" ] || continue
+    echo "----- last lines of $f" >&2
+    tail -n 30 "$f" >&2
+  done
+}
+
+# ---------------------------------------------------------------------------------------------
+# install
+
+cmd_install() {
+  [ $# -eq 0 ] || die "install takes no arguments"
+  check_java
+  local want="apache-flink==$FLINK_VERSION apache-flink-libraries==$FLINK_VERSION"
+  if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+    return 0
+  fi
+  need_python
+  if running; then
+    die "a cluster from $FLINK_HOME is running: 'scripts/flink.sh down' before re-installing"
+  fi
+  local t0
+  t0=$(now_ms)
+  log "installing Flink $FLINK_VERSION into $FLINK_HOME"
+  mkdir -p "$DOWNLOAD_DIR"
+  # The wheels only serve as an archive of the distribution: --no-deps, and never installed.
+  "$PYTHON" -m pip download -q --no-deps --disable-pip-version-check -d "$DOWNLOAD_DIR" \
+    "apache-flink==$FLINK_VERSION" "apache-flink-libraries==$FLINK_VERSION"
+  local py_tag app_wheels lib_wheels
+  py_tag=$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+  app_wheels=("$DOWNLOAD_DIR"/apache_flink-"$FLINK_VERSION"-"$py_tag"-*.whl)
+  lib_wheels=("$DOWNLOAD_DIR"/apache_flink_libraries-"$FLINK_VERSION"-*.whl)
+  [ -f "${app_wheels[0]}" ] || die "no apache-flink $FLINK_VERSION wheel for $py_tag in $DOWNLOAD_DIR"
+  [ -f "${lib_wheels[0]}" ] || die "no apache-flink-libraries $FLINK_VERSION wheel in $DOWNLOAD_DIR"
+
+  local staging=$BUILD_DIR/.flink-staging
+  local home=$staging/flink-$FLINK_VERSION
+  rm -rf "$staging"
+  mkdir -p "$staging" "$home"
+  "$PYTHON" -m zipfile -e "${app_wheels[0]}" "$staging/app"
+  "$PYTHON" -m zipfile -e "${lib_wheels[0]}" "$staging/libs"
+  local app=$staging/app/pyflink libs=$staging/libs/pyflink d
+  for d in "$app/bin" "$app/conf" "$libs/lib" "$libs/opt" "$libs/plugins" "$libs/bin/bash-java-utils.jar"; do
+    [ -e "$d" ] || die "unexpected wheel layout: $d is missing"
+  done
+  mv "$app/bin" "$home/bin"
+  cp "$libs/bin/bash-java-utils.jar" "$home/bin/" # config.sh needs it to read config.yaml
+  mv "$libs/lib" "$libs/opt" "$libs/plugins" "$home/"
+  [ -d "$libs/licenses" ] && mv "$libs/licenses" "$home/licenses"
+  cp "$staging"/libs/apache_flink_libraries-*.dist-info/licenses/* "$home/" 2>/dev/null || true
+  mv "$app/conf" "$home/conf"
+  cp "$home/conf/config.yaml" "$home/conf/config.yaml.dist" # the template configure reads from
+  mkdir -p "$home/log"
+  chmod +x "$home"/bin/*.sh "$home/bin/flink"
+  echo "$want" >"$home/.ds2-assembled"
+
+  rm -rf "$FLINK_HOME"
+  mv "$home" "$FLINK_HOME"
+  rm -rf "$staging"
+  write_cluster_files
+  log "installed Flink $FLINK_VERSION ($(du -sh "$FLINK_HOME" | cut -f1)) in $(secs_since "$t0") s"
+}
+
+write_cluster_files() {
+  echo "127.0.0.1:$REST_PORT" >"$FLINK_HOME/conf/masters"
+  echo "127.0.0.1" >"$FLINK_HOME/conf/workers"
+}
+
+require_installed() {
+  [ -f "$STAMP" ] || die "Flink is not installed: run 'scripts/flink.sh install'"
+}
+
+# ---------------------------------------------------------------------------------------------
+# configure
+
+cmd_configure() {
+  local adaptive=0 prometheus=0
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --adaptive) adaptive=1 ;;
+      --prometheus) prometheus=1 ;;
+      *) die "configure: unknown option '$1' (expected --adaptive, --prometheus)" ;;
+    esac
+    shift
+  done
+  require_installed
+  need_python
+  if running; then
+    # status and up read the mode of the running cluster from this file: keep them in step.
+    die "the cluster is running: 'scripts/flink.sh down' first ('up' configures again anyway)"
+  fi
+  mkdir -p "$DATA_DIR/uploads" "$DATA_DIR/savepoints" "$DATA_DIR/checkpoints" "$PID_DIR" "$TMP_DIR"
+  local fragments=()
+  [ "$adaptive" = 1 ] && fragments+=("$TEMPLATE_DIR/adaptive.yaml")
+  [ "$prometheus" = 1 ] && fragments+=("$TEMPLATE_DIR/prometheus.yaml")
+  local out=$FLINK_HOME/conf/config.yaml
+  "$PYTHON" - "$FLINK_HOME/conf/config.yaml.dist" "$TEMPLATE_DIR/config.yaml.in" "$out.tmp" \
+    "REST_PORT=$REST_PORT" "RPC_PORT=$RPC_PORT" "SLOTS=$SLOTS" "PID_DIR=$PID_DIR" "TMP_DIR=$TMP_DIR" \
+    "UPLOAD_DIR=$DATA_DIR/uploads" "SAVEPOINT_URI=file://$DATA_DIR/savepoints" \
+    "CHECKPOINT_URI=file://$DATA_DIR/checkpoints" -- "${fragments[@]}" <<'PY'
+import re
+import sys
+
+dist, template, out = sys.argv[1:4]
+rest = sys.argv[4:]
+sep = rest.index("--")
+values = dict(kv.split("=", 1) for kv in rest[:sep])
+fragments = rest[sep + 1 :]
+
+# The distribution's JVM flags (nested YAML env: java: opts: all: ...), needed on Java 17.
+text = open(dist, encoding="utf-8").read()
+opts = None
+try:
+    import yaml
+
+    node = yaml.safe_load(text) or {}
+    opts = node.get("env.java.opts.all") or (
+        node.get("env", {}).get("java", {}).get("opts", {}).get("all")
+    )
+except ImportError:
+    m = re.search(r"^\s+all:\s*(--add-\S.*)$", text, re.M)
+    opts = m and m.group(1)
+if not opts or "--add-opens" not in opts:
+    sys.exit(f"flink.sh: error: no env.java.opts.all with --add-opens in {dist}")
+values["JAVA_OPTS_ALL"] = opts.strip()
+
+for key, value in values.items():
+    if "\n" in value or ": " in value or " #" in value:
+        sys.exit(f"flink.sh: error: {key}={value!r} cannot be written as a plain YAML value")
+
+config = open(template, encoding="utf-8").read()
+for frag in fragments:
+    config += open(frag, encoding="utf-8").read()
+unknown = set(re.findall(r"@([A-Z_]+)@", config)) - set(values)
+if unknown:
+    sys.exit(f"flink.sh: error: {template}: unknown placeholder(s) {sorted(unknown)}")
+config = re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], config)
+with open(out, "w", encoding="utf-8") as f:
+    f.write(config)
+PY
+  mv "$out.tmp" "$out"
+  write_cluster_files
+  log "wrote $out (scheduler: $(mode_name test "$adaptive" = 1), prometheus: $([ "$prometheus" = 1 ] && echo on || echo off), REST port $REST_PORT)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# up / down / status
+
+# Prints "slots_total slots_available" from a /overview body on stdin.
+overview_slots() {
+  "$PYTHON" -c 'import json, sys
+o = json.load(sys.stdin)
+print(o.get("slots-total", 0), o.get("slots-available", 0))'
+}
+
+wait_ready() {
+  local body total _available
+  local deadline=$(($(date +%s) + START_TIMEOUT))
+  while :; do
+    if body=$(rest_get /overview 2>/dev/null); then
+      read -r total _available < <(overview_slots <<<"$body")
+      if [ "${total:-0}" -ge "$SLOTS" ]; then
+        return 0
+      fi
+    fi
+    if [ "$(our_daemons | grep -c ' standalonesession$')" -eq 0 ] ||
+      [ "$(our_daemons | grep -c ' taskexecutor$')" -eq 0 ]; then
+      log_tail
+      die "a Flink daemon exited during start-up (logs above; all logs in $FLINK_HOME/log)"
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log_tail
+      die "Flink did not offer $SLOTS slots on $REST_URL within $START_TIMEOUT s (logs above; all logs in $FLINK_HOME/log); 'scripts/flink.sh down' stops what was started"
+    fi
+    sleep 0.5
+  done
+}
+
+cmd_up() {
+  local want_adaptive=0 want_prometheus=0 a
+  for a in "$@"; do
+    case $a in
+      --adaptive) want_adaptive=1 ;;
+      --prometheus) want_prometheus=1 ;;
+      *) die "up: unknown option '$a' (expected --adaptive, --prometheus)" ;;
+    esac
+  done
+  need_python
+  if running; then
+    local have=0
+    configured_adaptive && have=1
+    if [ "$have" != "$want_adaptive" ]; then
+      die "the cluster already runs with the $(mode_name test "$have" = 1) scheduler; 'scripts/flink.sh down' first to switch to $(mode_name test "$want_adaptive" = 1)"
+    fi
+    have=0
+    configured_prometheus && have=1
+    if [ "$have" != "$want_prometheus" ]; then
+      die "the cluster already runs with the Prometheus reporter $([ "$have" = 1 ] && echo on || echo off); 'scripts/flink.sh down' first to change it"
+    fi
+    wait_ready
+    log "already running at $REST_URL"
+    return 0
+  fi
+  if rest_answers; then
+    die "something else answers on $REST_URL (not started by this project): stop it or set FLINK_REST_PORT"
+  fi
+  cmd_install
+  cmd_configure "$@"
+  rm -f "$PID_DIR"/*.pid
+  local setsid=()
+  # A session of its own: the daemons outlive the terminal, make or Airflow task that started them.
+  command -v setsid >/dev/null 2>&1 && setsid=(setsid -w)
+  local t0
+  t0=$(now_ms)
+  "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/jobmanager.sh" start >/dev/null
+  "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null
+  wait_ready
+  log "Flink up at $REST_URL in $(secs_since "$t0") s ($(mode_name configured_adaptive) scheduler; pids $(our_pids | tr "\n" " " | sed "s/ $//") in $PID_DIR)"
+}
+
+# The daemons' temp folder (io.tmp.dirs, java.io.tmpdir): only ever used by our daemons.
+clean_tmp() {
+  [ -d "$TMP_DIR" ] && find "$TMP_DIR" -mindepth 1 -delete 2>/dev/null || true
+}
+
+cmd_down() {
+  [ $# -eq 0 ] || die "down takes no arguments"
+  local pids
+  mapfile -t pids < <(our_pids)
+  if [ ${#pids[@]} -eq 0 ]; then
+    rm -f "$PID_DIR"/*.pid 2>/dev/null || true
+    clean_tmp
+    log "not running"
+    return 0
+  fi
+  local t0 pid left deadline
+  t0=$(now_ms)
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  deadline=$(($(date +%s) + STOP_TIMEOUT))
+  while :; do
+    left=()
+    for pid in "${pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null && left+=("$pid")
+    done
+    [ ${#left[@]} -eq 0 ] && break
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log "still running after $STOP_TIMEOUT s, killing: ${left[*]}"
+      kill -KILL "${left[@]}" 2>/dev/null || true
+      sleep 1
+      for pid in "${left[@]}"; do
+        kill -0 "$pid" 2>/dev/null && die "could not stop pid $pid"
+      done
+      break
+    fi
+    sleep 0.2
+  done
+  rm -f "$PID_DIR"/*.pid
+  clean_tmp
+  log "stopped (pids ${pids[*]}) in $(secs_since "$t0") s"
+}
+
+cmd_status() {
+  [ $# -eq 0 ] || die "status takes no arguments"
+  local daemons
+  daemons=$(our_daemons)
+  if [ -z "$daemons" ]; then
+    echo "flink: stopped ($REST_URL)"
+    if rest_answers; then
+      echo "note: something not started by this project answers on $REST_URL"
+    fi
+    return 3
+  fi
+  need_python
+  local overview jobs
+  if ! overview=$(rest_get /overview) || ! jobs=$(rest_get /jobs/overview); then
+    echo "flink: processes running ($(echo "$daemons" | tr '\n' ',' | sed 's/,$//')) but $REST_URL does not answer (starting, or unhealthy: see $FLINK_HOME/log)"
+    return 1
+  fi
+  echo "flink: running ($(mode_name configured_adaptive) scheduler)"
+  echo "rest: $REST_URL"
+  echo "pids: $(echo "$daemons" | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
+  "$PYTHON" - "$overview" "$jobs" <<'PY'
+import json
+import sys
+
+o, j = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(f"flink version: {o.get('flink-version')}")
+print(
+    f"slots: {o.get('slots-total')} total, {o.get('slots-available')} available"
+    f" ({o.get('taskmanagers')} taskmanager(s))"
+)
+jobs = sorted(j.get("jobs", []), key=lambda x: -x.get("start-time", 0))
+print(f"jobs: {sum(x.get('state') == 'RUNNING' for x in jobs)} running, {len(jobs)} known")
+for x in jobs:
+    t = x.get("tasks", {})
+    print(
+        f"  {x.get('state'):<10} {x.get('name')}  {x.get('jid')}"
+        f"  tasks {t.get('running', 0)}/{t.get('total', 0)} running"
+    )
+PY
+  return 0
+}
+
+cmd_build_job() {
+  [ $# -eq 0 ] || die "build-job takes no arguments"
+  cmd_install
+  "$ROOT/flink-job/build.sh"
+}
+
+usage() {
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+}
+
+main() {
+  [ $# -ge 1 ] || {
+    usage
+    exit 2
+  }
+  local cmd=$1
+  shift
+  case $cmd in
+    install) cmd_install "$@" ;;
+    configure) cmd_configure "$@" ;;
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    status) cmd_status "$@" ;;
+    build-job) cmd_build_job "$@" ;;
+    -h | --help | help) usage ;;
+    *)
+      usage
+      die "unknown command '$cmd'"
+      ;;
+  esac
+}
+
+main "$@"
