@@ -14,8 +14,9 @@
 #   scripts/flink.sh build-job                build build/ds2-testjob.jar (flink-job/build.sh)
 #
 # Environment: FLINK_REST_PORT (8081), FLINK_RPC_PORT (6123), FLINK_START_TIMEOUT (60 s),
-# FLINK_STOP_TIMEOUT (30 s). State lives in data/flink/ (uploaded jars, savepoints, checkpoints,
-# pid files, the daemons' temp folder); the distribution and its logs in build/flink-2.3.0/log/.
+# FLINK_STOP_TIMEOUT (30 s), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own).
+# An instance keeps everything in FLINK_DATA_DIR: its config (conf/), logs (log/), uploaded jars,
+# savepoints, checkpoints, pid files and the daemons' temp folder. The distribution is shared.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,7 +25,9 @@ BUILD_DIR=$ROOT/build
 DOWNLOAD_DIR=$BUILD_DIR/downloads
 FLINK_HOME=$BUILD_DIR/flink-$FLINK_VERSION
 STAMP=$FLINK_HOME/.ds2-assembled
-DATA_DIR=$ROOT/data/flink
+DATA_DIR=${FLINK_DATA_DIR:-$ROOT/data/flink}
+CONF_DIR=$DATA_DIR/conf
+LOG_DIR=$DATA_DIR/log
 PID_DIR=$DATA_DIR/pids
 TMP_DIR=$DATA_DIR/tmp
 TEMPLATE_DIR=$ROOT/conf/flink
@@ -39,9 +42,9 @@ REST_URL=http://127.0.0.1:$REST_PORT
 
 # The Flink scripts read these from the environment before the config file: make sure a caller's
 # environment cannot point them elsewhere.
-FLINK_ENV=(env -u FLINK_LOG_DIR -u FLINK_LIB_DIR -u FLINK_PLUGINS_DIR -u FLINK_OPT_DIR
+FLINK_ENV=(env -u FLINK_LIB_DIR -u FLINK_PLUGINS_DIR -u FLINK_OPT_DIR
   -u FLINK_ENV_JAVA_OPTS -u FLINK_ENV_JAVA_OPTS_JM -u FLINK_ENV_JAVA_OPTS_TM -u FLINK_IDENT_STRING
-  "FLINK_CONF_DIR=$FLINK_HOME/conf" "FLINK_PID_DIR=$PID_DIR")
+  "FLINK_CONF_DIR=$CONF_DIR" "FLINK_LOG_DIR=$LOG_DIR" "FLINK_PID_DIR=$PID_DIR")
 
 log() { echo "flink.sh: $*" >&2; }
 die() {
@@ -114,18 +117,18 @@ rest_get() { curl -sf --max-time 3 "$REST_URL$1"; }
 rest_answers() { rest_get /config >/dev/null 2>&1; }
 
 configured_adaptive() {
-  grep -q '^jobmanager.scheduler: adaptive' "$FLINK_HOME/conf/config.yaml" 2>/dev/null
+  grep -q '^jobmanager.scheduler: adaptive' "$CONF_DIR/config.yaml" 2>/dev/null
 }
 
 configured_prometheus() {
-  grep -q '^metrics.reporter.prom.factory.class:' "$FLINK_HOME/conf/config.yaml" 2>/dev/null
+  grep -q '^metrics.reporter.prom.factory.class:' "$CONF_DIR/config.yaml" 2>/dev/null
 }
 
 mode_name() { if "$@"; then echo adaptive; else echo default; fi; }
 
 log_tail() {
   local f
-  for f in "$FLINK_HOME"/log/*.log "$FLINK_HOME"/log/*.out; do
+  for f in "$LOG_DIR"/*.log "$LOG_DIR"/*.out; do
     [ -s "$f" ] || continue
     echo "----- last lines of $f" >&2
     tail -n 30 "$f" >&2
@@ -189,8 +192,13 @@ cmd_install() {
 }
 
 write_cluster_files() {
-  echo "127.0.0.1:$REST_PORT" >"$FLINK_HOME/conf/masters"
-  echo "127.0.0.1" >"$FLINK_HOME/conf/workers"
+  mkdir -p "$CONF_DIR" "$LOG_DIR"
+  local f
+  for f in "$FLINK_HOME"/conf/*; do # log4j and logback settings of the distribution
+    case $(basename "$f") in config.yaml | config.yaml.dist | masters | workers) ;; *) cp "$f" "$CONF_DIR/" ;; esac
+  done
+  echo "127.0.0.1:$REST_PORT" >"$CONF_DIR/masters"
+  echo "127.0.0.1" >"$CONF_DIR/workers"
 }
 
 require_installed() {
@@ -220,7 +228,8 @@ cmd_configure() {
   local fragments=()
   [ "$adaptive" = 1 ] && fragments+=("$TEMPLATE_DIR/adaptive.yaml")
   [ "$prometheus" = 1 ] && fragments+=("$TEMPLATE_DIR/prometheus.yaml")
-  local out=$FLINK_HOME/conf/config.yaml
+  write_cluster_files
+  local out=$CONF_DIR/config.yaml
   "$PYTHON" - "$FLINK_HOME/conf/config.yaml.dist" "$TEMPLATE_DIR/config.yaml.in" "$out.tmp" \
     "REST_PORT=$REST_PORT" "RPC_PORT=$RPC_PORT" "SLOTS=$SLOTS" "PID_DIR=$PID_DIR" "TMP_DIR=$TMP_DIR" \
     "UPLOAD_DIR=$DATA_DIR/uploads" "SAVEPOINT_URI=file://$DATA_DIR/savepoints" \
@@ -293,11 +302,11 @@ wait_ready() {
     if [ "$(our_daemons | grep -c ' standalonesession$')" -eq 0 ] ||
       [ "$(our_daemons | grep -c ' taskexecutor$')" -eq 0 ]; then
       log_tail
-      die "a Flink daemon exited during start-up (logs above; all logs in $FLINK_HOME/log)"
+      die "a Flink daemon exited during start-up (logs above; all logs in $LOG_DIR)"
     fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
       log_tail
-      die "Flink did not offer $SLOTS slots on $REST_URL within $START_TIMEOUT s (logs above; all logs in $FLINK_HOME/log); 'scripts/flink.sh down' stops what was started"
+      die "Flink did not offer $SLOTS slots on $REST_URL within $START_TIMEOUT s (logs above; all logs in $LOG_DIR); 'scripts/flink.sh down' stops what was started"
     fi
     sleep 0.5
   done
@@ -400,7 +409,7 @@ cmd_status() {
   need_python
   local overview jobs
   if ! overview=$(rest_get /overview) || ! jobs=$(rest_get /jobs/overview); then
-    echo "flink: processes running ($(echo "$daemons" | tr '\n' ',' | sed 's/,$//')) but $REST_URL does not answer (starting, or unhealthy: see $FLINK_HOME/log)"
+    echo "flink: processes running ($(echo "$daemons" | tr '\n' ',' | sed 's/,$//')) but $REST_URL does not answer (starting, or unhealthy: see $LOG_DIR)"
     return 1
   fi
   echo "flink: running ($(mode_name configured_adaptive) scheduler)"

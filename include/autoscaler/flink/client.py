@@ -1,0 +1,307 @@
+"""A small client for the Flink REST API (the parts the autoscaler needs).
+
+Retries with backoff on connection errors (every method: nothing reached Flink) and on 5xx
+for idempotent methods (urllib3's Retry); a 4xx raises :class:`FlinkError` with Flink's own
+error text. Every id that goes into a URL is validated first (:mod:`autoscaler.flink.ids`).
+Credentials (basic or bearer) and TLS settings come from the caller (an Airflow connection
+or the environment), never from code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from autoscaler.flink import ids
+from autoscaler.flink.models import JobDetails, JobSummary, OperationStatus, SubtaskCounters, VertexInfo
+
+
+class FlinkError(RuntimeError):
+    """Flink answered with an error, or could not be reached."""
+
+    def __init__(self, message: str, status: int | None = None, url: str | None = None) -> None:
+        self.status = status
+        self.url = url
+        super().__init__(message)
+
+
+class FlinkUnreachable(FlinkError):
+    pass
+
+
+@dataclass(frozen=True)
+class FlinkConnection:
+    """How to reach one Flink cluster's REST endpoint."""
+
+    base_url: str = "http://127.0.0.1:8081"
+    username: str | None = None
+    password: str | None = None
+    token: str | None = None
+    verify: bool | str = True  # False, True or a CA bundle path
+    timeout_s: float = 10.0
+    retries: int = 4
+    backoff_s: float = 0.5
+
+    def __repr__(self) -> str:  # never print secrets
+        auth = "token" if self.token else "basic" if self.username else "none"
+        return f"FlinkConnection(base_url={self.base_url!r}, auth={auth})"
+
+
+class FlinkRestClient:
+    def __init__(self, connection: FlinkConnection) -> None:
+        self.connection = connection
+        self.base_url = connection.base_url.rstrip("/")
+        self.session = requests.Session()
+        retry = Retry(
+            total=connection.retries,
+            connect=connection.retries,
+            read=0,
+            status=connection.retries,
+            backoff_factor=connection.backoff_s,
+            status_forcelist=(500, 502, 503, 504),
+            allowed_methods=frozenset({"GET", "PUT", "HEAD", "OPTIONS", "DELETE"}),
+            raise_on_status=False,
+        )
+        adapter = HTTPAdapter(max_retries=retry)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        self.session.verify = connection.verify
+        if connection.token:
+            self.session.headers["Authorization"] = f"Bearer {connection.token}"
+        elif connection.username:
+            self.session.auth = (connection.username, connection.password or "")
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        url = f"{self.base_url}{path}"
+        try:
+            response = self.session.request(method, url, timeout=self.connection.timeout_s, **kwargs)
+        except requests.ConnectionError as exc:
+            raise FlinkUnreachable(f"Flink REST at {self.base_url} is unreachable: {_root_cause(exc)}", url=url) from None
+        except requests.Timeout:
+            message = f"Flink REST at {self.base_url} did not answer {method} {path} in {self.connection.timeout_s} s"
+            raise FlinkUnreachable(message, url=url) from None
+        if response.status_code >= 400:
+            raise FlinkError(
+                f"Flink REST {method} {path} failed with HTTP {response.status_code}: {_error_text(response)}",
+                status=response.status_code,
+                url=url,
+            )
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise FlinkError(f"Flink REST {method} {path} returned non-JSON: {response.text[:200]!r}", url=url) from None
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self._request("GET", path, params=params or None)
+
+    # -- cluster and jobs -------------------------------------------------------------------
+    def overview(self) -> dict[str, Any]:
+        return self.get("/overview")
+
+    def jobs(self) -> list[JobSummary]:
+        """Every job the cluster knows (live state, not cached)."""
+        return [
+            JobSummary(
+                id=j["jid"],
+                name=j["name"],
+                state=j["state"],
+                tasks_running=int(j.get("tasks", {}).get("running", 0)),
+                tasks_total=int(j.get("tasks", {}).get("total", 0)),
+                start_time_ms=int(j.get("start-time", 0)),
+            )
+            for j in self.get("/jobs/overview")["jobs"]
+        ]
+
+    def find_job(self, name: str, states: Sequence[str] = ("RUNNING",)) -> JobSummary | None:
+        """The newest job called ``name`` in one of ``states`` (ids change on every restart)."""
+        matches = [j for j in self.jobs() if j.name == name and j.state in states]
+        return max(matches, key=lambda j: j.start_time_ms) if matches else None
+
+    def running_job(self, name: str) -> JobSummary:
+        job = self.find_job(name)
+        if job is None:
+            seen = sorted({f"{j.name} ({j.state})" for j in self.jobs()})
+            raise FlinkError(f"no RUNNING Flink job named {name!r} at {self.base_url} (jobs: {seen or 'none'})")
+        return job
+
+    def job(self, job_id: str) -> JobDetails:
+        data = self.get(f"/jobs/{ids.job_id(job_id)}")
+        vertices = tuple(
+            VertexInfo(
+                id=v["id"],
+                name=v["name"],
+                parallelism=int(v["parallelism"]),
+                max_parallelism=int(v.get("maxParallelism", -1)),
+                status=v.get("status", "UNKNOWN"),
+            )
+            for v in data["vertices"]
+        )
+        edges = tuple((inp["id"], node["id"]) for node in data.get("plan", {}).get("nodes", []) for inp in node.get("inputs", []))
+        return JobDetails(id=data["jid"], name=data["name"], state=data["state"], vertices=vertices, edges=edges)
+
+    def subtask_counters(self, job_id: str, vertex_id: str) -> list[SubtaskCounters]:
+        """Cumulative per-subtask counters of one vertex (records and accumulated times)."""
+        data = self.get(f"/jobs/{ids.job_id(job_id)}/vertices/{ids.vertex_id(vertex_id)}")
+        out = []
+        for sub in data["subtasks"]:
+            m = sub.get("metrics", {})
+            out.append(
+                SubtaskCounters(
+                    vertex_id=vertex_id,
+                    subtask=int(sub["subtask"]),
+                    records_in=int(m.get("read-records", 0)),
+                    records_out=int(m.get("write-records", 0)),
+                    busy_ms=float(m.get("accumulated-busy-time", 0)),
+                    idle_ms=float(m.get("accumulated-idle-time", 0)),
+                    backpressured_ms=float(m.get("accumulated-backpressured-time", 0)),
+                    status=sub.get("status", "UNKNOWN"),
+                )
+            )
+        return out
+
+    def subtask_metrics(self, job_id: str, vertex_id: str, subtask: int, names: Sequence[str]) -> dict[str, float]:
+        """Named metrics of one subtask (values come back as strings; parsed here)."""
+        path = f"/jobs/{ids.job_id(job_id)}/vertices/{ids.vertex_id(vertex_id)}/subtasks/{ids.subtask_index(subtask)}/metrics"
+        data = self.get(path, get=",".join(names))
+        out = {}
+        for item in data or []:
+            try:
+                out[item["id"]] = float(item["value"])
+            except (TypeError, ValueError):
+                continue
+        return out
+
+    def exceptions(self, job_id: str) -> str | None:
+        data = self.get(f"/jobs/{ids.job_id(job_id)}/exceptions")
+        root = (data or {}).get("root-exception")
+        if root:
+            return root.strip().splitlines()[0]
+        history = (data or {}).get("exceptionHistory", {}).get("entries", [])
+        return history[0].get("exceptionName") if history else None
+
+    # -- savepoints, checkpoints ------------------------------------------------------------
+    def stop_with_savepoint(self, job_id: str, target_directory: str | None, drain: bool = False) -> str:
+        body: dict[str, Any] = {"drain": drain}
+        if target_directory:
+            body["targetDirectory"] = target_directory
+        return ids.trigger_id(self._request("POST", f"/jobs/{ids.job_id(job_id)}/stop", json=body)["request-id"])
+
+    def savepoint_status(self, job_id: str, request_id: str) -> OperationStatus:
+        data = self.get(f"/jobs/{ids.job_id(job_id)}/savepoints/{ids.trigger_id(request_id)}")
+        return _operation(data)
+
+    def trigger_checkpoint(self, job_id: str, checkpoint_type: str = "FULL") -> str:
+        data = self._request("POST", f"/jobs/{ids.job_id(job_id)}/checkpoints", json={"checkpointType": checkpoint_type})
+        return ids.trigger_id(data["request-id"])
+
+    def checkpoint_status(self, job_id: str, request_id: str) -> OperationStatus:
+        return _operation(self.get(f"/jobs/{ids.job_id(job_id)}/checkpoints/{ids.trigger_id(request_id)}"))
+
+    def checkpoints(self, job_id: str) -> dict[str, Any]:
+        return self.get(f"/jobs/{ids.job_id(job_id)}/checkpoints")
+
+    def wait_operation(self, poll: Any, deadline_s: float, interval_s: float = 0.2, what: str = "operation") -> OperationStatus:
+        """Poll ``poll()`` until COMPLETED or the deadline; a timeout is a :class:`FlinkError`."""
+        end = time.monotonic() + deadline_s
+        while True:
+            status = poll()
+            if status.completed:
+                return status
+            if time.monotonic() >= end:
+                raise FlinkError(f"{what} did not complete within {deadline_s} s (last status {status.status})")
+            time.sleep(interval_s)
+
+    # -- jars -------------------------------------------------------------------------------
+    def upload_jar(self, path: str | Path) -> str:
+        path = Path(path)
+        with path.open("rb") as handle:
+            data = self._request("POST", "/jars/upload", files={"jarfile": (path.name, handle, "application/x-java-archive")})
+        return ids.jar_id(Path(data["filename"]).name)
+
+    def jars(self) -> list[dict[str, Any]]:
+        return self.get("/jars").get("files", [])
+
+    def run_jar(
+        self,
+        jar_id: str,
+        entry_class: str | None,
+        program_args: Sequence[str],
+        savepoint_path: str | None = None,
+        allow_non_restored_state: bool = False,
+        parallelism: int | None = None,
+        claim_mode: str = "NO_CLAIM",
+        flink_configuration: Mapping[str, str] | None = None,
+    ) -> str:
+        body: dict[str, Any] = {"programArgsList": list(program_args), "allowNonRestoredState": allow_non_restored_state}
+        if entry_class:
+            body["entryClass"] = entry_class
+        if savepoint_path:
+            body["savepointPath"] = savepoint_path
+            body["claimMode"] = claim_mode
+        if parallelism:
+            body["parallelism"] = parallelism
+        if flink_configuration:
+            body["flinkConfiguration"] = dict(flink_configuration)
+        data = self._request("POST", f"/jars/{ids.jar_id(jar_id)}/run", json=body)
+        return ids.job_id(data["jobid"])
+
+    def cancel(self, job_id: str) -> None:
+        self._request("PATCH", f"/jobs/{ids.job_id(job_id)}", params={"mode": "cancel"})
+
+    # -- adaptive scheduler -----------------------------------------------------------------
+    def resource_requirements(self, job_id: str) -> dict[str, dict[str, int]]:
+        data = self.get(f"/jobs/{ids.job_id(job_id)}/resource-requirements")
+        return {vid: dict(req["parallelism"]) for vid, req in data.items()}
+
+    def set_resource_requirements(self, job_id: str, requirements: Mapping[str, tuple[int, int]]) -> None:
+        body = {ids.vertex_id(v): {"parallelism": {"lowerBound": lo, "upperBound": hi}} for v, (lo, hi) in requirements.items()}
+        self._request("PUT", f"/jobs/{ids.job_id(job_id)}/resource-requirements", json=body)
+
+
+def _operation(data: dict[str, Any]) -> OperationStatus:
+    status = data.get("status", {}).get("id", "UNKNOWN")
+    operation = data.get("operation") or {}
+    failure = operation.get("failure-cause") or operation.get("failureCause")
+    if isinstance(failure, dict):
+        failure = failure.get("stack-trace") or failure.get("class") or str(failure)
+    if failure:
+        failure = str(failure).strip().splitlines()[0]
+    return OperationStatus(status=status, location=operation.get("location"), failure=failure)
+
+
+def _error_text(response: requests.Response) -> str:
+    """Flink's own words: the first meaningful line and the root cause, without stack frames."""
+    try:
+        errors = response.json().get("errors", [])
+    except ValueError:
+        return response.text[:300]
+    lines = []
+    for error in errors:
+        for line in str(error).splitlines():
+            line = line.strip().strip("<>").strip()
+            if not line or line.startswith(("at ", "...")) or "xception on server side" in line:
+                continue
+            lines.append(line)
+    if not lines:
+        return response.reason or "no error text"
+    causes = [x for x in lines if x.startswith("Caused by:")]
+    generic = {"Internal server error.", "Internal server error"}
+    first = next((x for x in lines if x not in generic), lines[0])
+    text = first if not causes or causes[-1] == first else f"{first} (root cause: {causes[-1].removeprefix('Caused by: ')})"
+    return text[:500]
+
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__cause__ or exc.__context__:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return str(exc).splitlines()[0][:200]

@@ -1,0 +1,76 @@
+"""What the Flink REST API tells us, as small typed records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    id: str
+    name: str
+    state: str
+    tasks_running: int
+    tasks_total: int
+    start_time_ms: int
+
+
+@dataclass(frozen=True)
+class VertexInfo:
+    id: str
+    name: str
+    parallelism: int
+    max_parallelism: int
+    status: str
+
+
+@dataclass(frozen=True)
+class JobDetails:
+    id: str
+    name: str
+    state: str
+    vertices: tuple[VertexInfo, ...]
+    edges: tuple[tuple[str, str], ...] = field(default=())  # (upstream vertex id, downstream vertex id)
+
+    def vertex(self, key: str) -> VertexInfo:
+        """A vertex by id or by name."""
+        for v in self.vertices:
+            if key in (v.id, v.name):
+                return v
+        raise KeyError(key)
+
+    @property
+    def parallelism(self) -> dict[str, int]:
+        return {v.name: v.parallelism for v in self.vertices}
+
+
+@dataclass(frozen=True)
+class SubtaskCounters:
+    """Cumulative counters of one subtask at one moment (ms are accumulated times)."""
+
+    vertex_id: str
+    subtask: int
+    records_in: int
+    records_out: int
+    busy_ms: float
+    idle_ms: float
+    backpressured_ms: float
+    status: str
+    target_rate: float | None = None  # sources: the rate they are asked to emit, when a metric says so
+
+
+@dataclass(frozen=True)
+class OperationStatus:
+    """An asynchronous operation (savepoint, checkpoint trigger): IN_PROGRESS or COMPLETED."""
+
+    status: str
+    location: str | None = None
+    failure: str | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "COMPLETED"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.completed and self.failure is None

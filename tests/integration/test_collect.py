@@ -1,0 +1,111 @@
+"""Metric collection from a real Flink cluster running the under-provisioned test job."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow.compute as pc
+import pytest
+
+import ds2_policy
+from autoscaler.flink.collect import collect_epoch_metrics, snapshot_path, topology_path
+from autoscaler.schemas import DECISIONS, METRICS
+from autoscaler.store import read_epochs
+from tests.integration.conftest import UNDERPROVISIONED, wait_running
+
+pytestmark = pytest.mark.flink
+JOB = "wordcount-under"
+RATE_METRIC = "Source__Source.scheduledRate"  # the test job's per-subtask target rate
+
+
+def wait_for_busy_time(client, job_id: str, vertex: str, delta_ms: float, timeout_s: float = 60) -> None:
+    """Poll until the vertex's reported busy time grew by ``delta_ms`` (a measurement window passed)."""
+    vid = client.job(job_id).vertex(vertex).id
+    start = sum(c.busy_ms for c in client.subtask_counters(job_id, vid))
+    deadline = time.monotonic() + timeout_s
+    while sum(c.busy_ms for c in client.subtask_counters(job_id, vid)) < start + delta_ms:
+        assert time.monotonic() < deadline, f"{vertex} did not accumulate {delta_ms} ms busy time in {timeout_s} s"
+        time.sleep(0.5)
+
+
+def by_vertex(rows, name: str) -> list[dict]:
+    return [r for r in rows.to_pylist() if r["operator_name"] == name]
+
+
+def test_collect_shows_the_bottleneck_and_drives_a_policy_to_4(clean_flink, tmp_path, spark):
+    clean_flink.start_job(UNDERPROVISIONED)
+    store = tmp_path / "store"
+    client = clean_flink.client
+
+    first = collect_epoch_metrics(client, "ds2-testjob", JOB, 100, store, short_window_s=6, source_rate_metric=RATE_METRIC)
+    assert first.measured_short_window and first.warmup_reason is None
+    assert first.rows.num_rows == 2 + 1 + 1 + 1
+    wait_for_busy_time(client, first.flink_job_id, "Count", 5000)  # one more measurement window
+    second = collect_epoch_metrics(client, "ds2-testjob", JOB, 101, store, source_rate_metric=RATE_METRIC)
+    assert not second.measured_short_window  # diffed against epoch 100's boundary
+    assert second.rows.column("window_start")[0] == first.rows.column("window_end")[0]
+
+    rows = second.rows
+    count = by_vertex(rows, "Count")[0]
+    window_ms = second.window_s * 1000
+    assert count["busy_ms"] > 0.8 * window_ms  # the bottleneck is busy all the time
+    parse = by_vertex(rows, "Parse")[0]
+    assert parse["backpressured_ms"] > 0.6 * window_ms  # and its upstream is back-pressured
+    assert 3500 < count["true_processing_rate"] < 8000  # ~5,660 rec/s per instance at 175 µs
+    sources = by_vertex(rows, "Source: Source")
+    assert len(sources) == 2 and all(s["is_source"] and s["true_processing_rate"] == 0.0 for s in sources)
+    assert sum(s["true_output_rate"] for s in sources) == pytest.approx(20_000)  # the rate it is asked for
+    assert all(s["backpressured_ms"] > 0.6 * window_ms for s in sources)
+    assert all(r["observed_processing_rate"] <= r["true_processing_rate"] + 1e-6 for r in rows.to_pylist())
+
+    # Re-running an epoch recomputes the same rows from the stored boundaries (idempotent).
+    again = collect_epoch_metrics(client, "ds2-testjob", JOB, 101, store)
+    assert again.rows.equals(rows)
+    assert read_epochs(store, METRICS, JOB).num_rows == 10
+
+    # The collected metrics drive the Spark policy: Count 1 -> 4, nothing else changes.
+    argv = ["--topology", str(topology_path(store, JOB)), "--metrics-store", "--store", str(store), "--job", JOB]
+    assert ds2_policy.run([*argv, "--from-epoch", "101", "--to-epoch", "101"]) == 0
+    decisions = read_epochs(store, DECISIONS, JOB, [101]).to_pylist()
+    target = {d["operator_name"]: d["target_parallelism"] for d in decisions}
+    assert target == {"Source: Source": 2, "Parse": 1, "Count": 4, "Sink: Writer": 1}, decisions
+    assert {d["status"] for d in decisions} == {"ok"}
+
+
+def test_a_window_that_spans_a_restart_is_warmup(clean_flink, tmp_path, spark):
+    details = clean_flink.start_job(UNDERPROVISIONED)
+    store = tmp_path / "store"
+    client = clean_flink.client
+    collect_epoch_metrics(client, "ds2-testjob", JOB, 7, store, short_window_s=3, source_rate_metric=RATE_METRIC)
+    client.cancel(details.id)
+    clean_flink.cancel_all()
+    clean_flink.start_job(UNDERPROVISIONED)  # a new job id, counters from zero
+    result = collect_epoch_metrics(client, "ds2-testjob", JOB, 8, store, source_rate_metric=RATE_METRIC)
+    assert result.warmup_reason and "job id changed" in result.warmup_reason
+    assert all(result.rows.column("warmup").to_pylist())
+    argv = ["--topology", str(topology_path(store, JOB)), "--metrics-store", "--store", str(store), "--job", JOB]
+    assert ds2_policy.run([*argv, "--from-epoch", "8", "--to-epoch", "8"]) == 0
+    decisions = read_epochs(store, DECISIONS, JOB, [8])
+    assert set(decisions.column("status").to_pylist()) == {"warmup"}
+    assert pc.all(pc.equal(decisions.column("target_parallelism"), decisions.column("current_parallelism"))).as_py()
+
+
+def test_no_running_job_is_a_clear_error(clean_flink, tmp_path):
+    from autoscaler.flink.client import FlinkError
+
+    with pytest.raises(FlinkError, match="no RUNNING Flink job named 'ds2-testjob'"):
+        collect_epoch_metrics(clean_flink.client, "ds2-testjob", JOB, 1, tmp_path, short_window_s=0)
+    assert not snapshot_path(tmp_path, JOB, 1).exists()
+
+
+def test_job_details_and_edges(clean_flink):
+    details = clean_flink.start_job(UNDERPROVISIONED)
+    names = {v.id: v.name for v in details.vertices}
+    assert [names[a] + " -> " + names[b] for a, b in sorted(details.edges, key=lambda e: list(names).index(e[0]))] == [
+        "Source: Source -> Parse",
+        "Parse -> Count",
+        "Count -> Sink: Writer",
+    ]
+    assert {v.max_parallelism for v in details.vertices} == {128}
+    assert clean_flink.client.running_job("ds2-testjob").id == details.id
+    assert wait_running(clean_flink.client, details.id).parallelism["Count"] == 1
