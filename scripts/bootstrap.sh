@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything the project needs on a fresh machine; idempotent (a stamp skips done work).
-#  - Java 17+ (Spark and Flink run on it): installed from Debian packages when missing;
+#  - Java 17+ and curl: installed from Debian packages when missing;
 #  - a virtual environment in .venv with requirements.txt (exact pins) and the project's core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +14,16 @@ need_java() {
   major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
   [ "${major:-0}" -lt 17 ]
 }
-if need_java; then
-  echo "bootstrap: installing OpenJDK 17 (Debian packages)" >&2
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q openjdk-17-jdk-headless
+# Debian packages: a JDK (Spark and Flink run on it; the Flink test job is compiled with javac)
+# and curl (scripts/flink.sh polls the REST API with it).
+packages=()
+need_java && packages+=(openjdk-17-jdk-headless)
+command -v curl >/dev/null 2>&1 || packages+=(curl)
+if [ ${#packages[@]} -gt 0 ]; then
+  echo "bootstrap: installing Debian packages: ${packages[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); else SUDO=(); fi
+  "${SUDO[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q "${packages[@]}"
 fi
 
 "$PYTHON" - <<'PY'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ TOPOLOGY_CSV = EXAMPLE / "flink_wordcount_topology.csv"
 RATES_LOG = EXAMPLE / "flink_rates.log"
 
 sys.path.insert(0, str(ROOT / "spark_jobs"))
+# Airflow reads AIRFLOW_HOME when first imported: never let tests touch a developer's home.
+os.environ.setdefault("AIRFLOW_HOME", str(Path(tempfile.mkdtemp(prefix="ds2-tests-airflow-"))))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 
 @pytest.fixture(scope="session")

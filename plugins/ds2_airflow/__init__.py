@@ -1,0 +1,4 @@
+"""Airflow side of the DS2 autoscaler: a Flink hook, operators and triggers.
+
+Thin by design: every operator delegates to the pure-Python core in ``autoscaler``.
+"""

@@ -1,0 +1,75 @@
+"""The Flink hook: owns the connection (where, credentials, TLS) and hands out the core client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from autoscaler.flink.client import FlinkConnection, FlinkRestClient
+
+
+class FlinkHook(BaseHook):
+    """Reach a Flink cluster's REST API through an Airflow connection of type ``flink``.
+
+    Connection fields: host, port, schema (``http`` or ``https``), login/password for basic
+    auth; extras ``token`` (bearer), ``verify`` (``true``/``false``/CA bundle path) and
+    ``timeout`` (seconds). Secrets stay in the connection, never in code or logs.
+
+    :param flink_conn_id: the Airflow connection id (default ``flink_default``).
+    """
+
+    conn_name_attr = "flink_conn_id"
+    default_conn_name = "flink_default"
+    conn_type = "flink"
+    hook_name = "Apache Flink (REST)"
+
+    def __init__(self, flink_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.flink_conn_id = flink_conn_id
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {
+            "hidden_fields": [],
+            "relabeling": {"schema": "Scheme (http or https)", "login": "User (basic auth)"},
+            "placeholders": {"host": "127.0.0.1", "port": "8081", "schema": "http"},
+        }
+
+    def connection(self) -> FlinkConnection:
+        conn = self.get_connection(self.flink_conn_id)
+        extra = conn.extra_dejson or {}
+        scheme = (conn.schema or "http").lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"connection {self.flink_conn_id!r}: schema must be http or https, got {conn.schema!r}")
+        host = conn.host or "127.0.0.1"
+        base_url = host if "://" in host else f"{scheme}://{host}:{conn.port or 8081}"
+        return FlinkConnection(
+            base_url=base_url,
+            username=conn.login or None,
+            password=conn.password or None,
+            token=extra.get("token") or None,
+            verify=_verify(extra.get("verify", True)),
+            timeout_s=float(extra.get("timeout", 10)),
+        )
+
+    def get_client(self) -> FlinkRestClient:
+        return FlinkRestClient(self.connection())
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            overview = self.get_client().overview()
+        except Exception as exc:
+            return False, str(exc)
+        return True, f"Flink {overview.get('flink-version')}: {overview.get('slots-total')} slots"
+
+
+def _verify(value: object) -> bool | str:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if text.lower() in ("true", "1", "yes", ""):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    return text  # a CA bundle path

@@ -1,0 +1,71 @@
+"""Collect one epoch's metrics of a running Flink job into the metrics store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from autoscaler.flink.collect import collect_epoch_metrics
+from ds2_airflow.hooks.flink import FlinkHook
+
+
+class FlinkCollectMetricsOperator(BaseOperator):
+    """Measure an epoch of a Flink job from its counters and write it to the metrics store.
+
+    :param job: registered job name (the store partition).
+    :param flink_job_name: name of the Flink job (found by name: ids change on restarts).
+    :param epoch: epoch number (templated; rendered to an integer).
+    :param store_root: root of the Parquet store (templated).
+    :param flink_conn_id: Airflow connection of type ``flink``.
+    :param short_window_s: window measured on the spot when no previous boundary is usable.
+    :param max_gap_s: how old the previous boundary may be (default: no limit).
+    :param source_rate_metric: per-subtask gauge of the sources' target rate, if the job has one.
+    :return: a small dict: epoch, rows, window_s, warmup_reason, flink_job_id.
+    """
+
+    template_fields: Sequence[str] = ("epoch", "store_root")
+
+    def __init__(
+        self,
+        *,
+        job: str,
+        flink_job_name: str,
+        epoch: int | str,
+        store_root: str,
+        flink_conn_id: str = FlinkHook.default_conn_name,
+        short_window_s: float = 20.0,
+        max_gap_s: float | None = None,
+        source_rate_metric: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job = job
+        self.flink_job_name = flink_job_name
+        self.epoch = epoch
+        self.store_root = store_root
+        self.flink_conn_id = flink_conn_id
+        self.short_window_s = short_window_s
+        self.max_gap_s = max_gap_s
+        self.source_rate_metric = source_rate_metric
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        result = collect_epoch_metrics(
+            FlinkHook(self.flink_conn_id).get_client(),
+            self.flink_job_name,
+            self.job,
+            int(self.epoch),
+            self.store_root,
+            short_window_s=self.short_window_s,
+            max_gap_s=self.max_gap_s,
+            source_rate_metric=self.source_rate_metric,
+        )
+        self.log.info("%s", result.summary())
+        return {
+            "epoch": result.epoch,
+            "rows": result.rows.num_rows,
+            "window_s": result.window_s,
+            "warmup_reason": result.warmup_reason,
+            "flink_job_id": result.flink_job_id,
+        }

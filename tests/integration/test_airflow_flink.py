@@ -1,0 +1,101 @@
+"""The Airflow side of Flink: the hook's connection, the collect operator, the savepoint trigger."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from autoscaler.schemas import METRICS
+from autoscaler.store import read_epochs
+from tests.integration.conftest import UNDERPROVISIONED
+
+pytestmark = pytest.mark.flink
+
+
+@pytest.fixture
+def flink_conn(clean_flink, monkeypatch):
+    """An Airflow connection of type flink (from the environment, as a deployment would)."""
+    url = clean_flink.client.base_url
+    host, port = url.removeprefix("http://").split(":")
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_TEST", json.dumps({"conn_type": "flink", "host": host, "port": int(port)}))
+    return "flink_test"
+
+
+def test_hook_builds_the_client_from_the_connection(flink_conn, monkeypatch):
+    from ds2_airflow.hooks.flink import FlinkHook
+
+    hook = FlinkHook(flink_conn)
+    ok, message = hook.test_connection()
+    assert ok and "8 slots" in message
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FLINK_TLS",
+        json.dumps(
+            {
+                "conn_type": "flink",
+                "host": "flink.example",
+                "port": 443,
+                "schema": "https",
+                "login": "u",
+                "password": "p",
+                "extra": {"verify": "/etc/ca.pem", "timeout": 3},
+            }
+        ),
+    )
+    conn = FlinkHook("flink_tls").connection()
+    assert conn.base_url == "https://flink.example:443" and conn.verify == "/etc/ca.pem" and conn.timeout_s == 3
+    assert "p" not in repr(conn).replace("https", "").replace("example", "")
+
+
+def test_collect_operator_writes_the_epoch(flink_conn, clean_flink, tmp_path):
+    from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
+
+    clean_flink.start_job(UNDERPROVISIONED)
+    op = FlinkCollectMetricsOperator(
+        task_id="collect",
+        job="under",
+        flink_job_name="ds2-testjob",
+        epoch="42",
+        store_root=str(tmp_path),
+        flink_conn_id=flink_conn,
+        short_window_s=3,
+        source_rate_metric="Source__Source.scheduledRate",
+    )
+    result = op.execute(context={})
+    assert result["epoch"] == 42 and result["rows"] == 5 and result["warmup_reason"] is None
+    assert read_epochs(tmp_path, METRICS, "under", [42]).num_rows == 5
+
+
+def test_savepoint_trigger_fires_when_the_savepoint_completes(flink_conn, clean_flink):
+    from ds2_airflow.triggers.flink import FlinkSavepointTrigger
+
+    details = clean_flink.start_job(UNDERPROVISIONED)
+    request = clean_flink.client.stop_with_savepoint(details.id, clean_flink.savepoint_dir)
+    trigger = FlinkSavepointTrigger(flink_conn, details.id, request, deadline=time.time() + 60)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "ds2_airflow.triggers.flink.FlinkSavepointTrigger" and kwargs["request_id"] == request
+
+    async def first_event():
+        async for event in trigger.run():
+            return event.payload
+
+    payload = asyncio.run(first_event())
+    assert payload["status"] == "completed" and payload["failure"] is None
+    assert payload["location"].startswith("file:") and "savepoint-" in payload["location"]
+
+
+def test_savepoint_trigger_times_out(flink_conn, clean_flink):
+    from ds2_airflow.triggers.flink import FlinkSavepointTrigger
+
+    details = clean_flink.start_job(UNDERPROVISIONED)
+    request = clean_flink.client.stop_with_savepoint(details.id, clean_flink.savepoint_dir)
+    trigger = FlinkSavepointTrigger(flink_conn, details.id, request, deadline=time.time() - 1)
+
+    async def first_event():
+        async for event in trigger.run():
+            return event.payload
+
+    payload = asyncio.run(first_event())
+    assert payload["status"] in ("timeout", "completed")  # completed when Flink was faster than one poll
