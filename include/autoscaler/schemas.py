@@ -149,3 +149,27 @@ ACTIONS = Table(
 )
 
 TABLES = {t.name: t for t in (METRICS, DECISIONS, ACTIONS)}
+
+VALIDATIONS = Table(
+    "validations",
+    _KEYS
+    + (
+        Column("status", "string", False, "passed, not-decidable (valid, but e.g. a warm-up window) or failed."),
+        Column("decidable", "boolean", False, "The policy may decide on this epoch."),
+        Column("rows", "long", False, "Metrics rows validated."),
+        Column("expectations", "int", False, "Expectations evaluated."),
+        Column("failed", "int", False, "Critical expectations that failed (0 when the epoch passed)."),
+        Column("failed_rules", "string", False, "Comma-separated ids of the failed (or warned) rules; empty when none."),
+        Column("summary", "string", False, "The one-line outcome, in words."),
+        Column("engine", "string", False, "GX execution engine: pandas or spark."),
+        Column("suite_version", "int", False, "Version of the expectation suite's rules."),
+        Column("thresholds", "string", False, "Validation settings used (JSON)."),
+        Column("docs_page", "string", True, "GX Data Docs page of the validation, if written."),
+        Column("quarantine", "string", True, "Where the rejected rows were moved, if they were."),
+        Column("run_id", "string", True, "Run that validated the epoch (e.g. the Airflow run id), when known."),
+        Column("validated_at", "timestamp", False, "When the validation ran (UTC)."),
+    ),
+    doc="One row per job and epoch: the outcome of validating its metrics before any decision.",
+)
+
+TABLES["validations"] = VALIDATIONS

@@ -21,6 +21,7 @@ down) is marked warm-up: kept for the record, never used for a decision.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,15 +71,32 @@ class Snapshot:
         return Topology.from_edges(operators, self.edges, source=f"job graph of {self.job_name}")
 
 
-def take_snapshot(client: FlinkRestClient, job_name: str, source_rate_metric: str | None = None) -> Snapshot:
+# Flink's REST metric store is refreshed on demand: a request after a quiet period triggers a
+# fetch but is answered from the old values (seen: a source's counters 15 s stale). A first
+# read primes the fetch; the real read follows after metrics.fetcher.update-interval (2 s in
+# the project's cluster config) plus a margin.
+METRICS_REFRESH_S = 2.5
+
+
+def take_snapshot(
+    client: FlinkRestClient,
+    job_name: str,
+    source_rate_metric: str | None = None,
+    refresh_wait_s: float = METRICS_REFRESH_S,
+) -> Snapshot:
     """Counters of every subtask of the running job called ``job_name``.
 
     ``source_rate_metric`` names a per-subtask gauge of the source vertices that says what
-    rate they are asked to emit (read into :attr:`SubtaskCounters.target_rate`).
+    rate they are asked to emit (read into :attr:`SubtaskCounters.target_rate`);
+    ``refresh_wait_s`` is the wait between the priming read and the real one.
     """
     summary = client.running_job(job_name)
     details: JobDetails = client.job(summary.id)
     sources = {v.id for v in details.vertices} - {down for _, down in details.edges}
+    if refresh_wait_s > 0:
+        for v in details.vertices:
+            client.subtask_counters(details.id, v.id)
+        time.sleep(refresh_wait_s)
     before = datetime.now(UTC)
     counters = []
     for v in details.vertices:
