@@ -140,7 +140,7 @@ ACTIONS = Table(
         Column("new_parallelism", "string", False, "Operator -> parallelism requested (JSON)."),
         Column("savepoint_path", "string", True, "Savepoint used, if any."),
         Column("downtime_s", "double", True, "Stop request to all tasks running at the new parallelism."),
-        Column("outcome", "string", False, "succeeded, failed, rolled-back, skipped or rejected."),
+        Column("outcome", "string", False, "succeeded, failed, rolled-back, noop, skipped or rejected."),
         Column("message", "string", False, "What happened, in words."),
         Column("started_at", "timestamp", False, "UTC."),
         Column("finished_at", "timestamp", True, "UTC."),

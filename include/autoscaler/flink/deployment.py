@@ -1,0 +1,130 @@
+"""How a Flink job is (re)deployed: its jar, its arguments and how parallelism reaches it.
+
+Flink 2.3 silently ignores ``pipeline.jobvertex-parallelism-overrides`` (FLINK-38770), so per
+operator parallelism can only reach a restarted job through the job's own program arguments.
+A :class:`JobDeployment` records which argument sets which operator's parallelism, so a
+rescale can render the full argument list for any target and restart the job from a savepoint.
+Pure Python: no Airflow import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autoscaler.errors import InputError
+from autoscaler.flink import ids
+from autoscaler.flink.client import FlinkRestClient
+
+
+@dataclass(frozen=True)
+class JobDeployment:
+    """Everything needed to submit (or resubmit from a savepoint) one streaming job.
+
+    - ``job_name``: the Flink job name; every restart gets a new job id, so the running job
+      is always found by this name. ``base_args`` must make the job carry it.
+    - ``jar_path``: the local jar, uploaded only when no jar of that file name is uploaded yet
+      (jars are matched by file name, so give a changed jar a new name); or ``jar_id``: a jar
+      already uploaded (``<uuid>_<name>.jar``).
+    - ``base_args``: program arguments that do not depend on parallelism. Options that must be
+      the same on every restart belong here (for the test job: ``--schedule-start-ms``, so the
+      rate schedule continues instead of starting over).
+    - ``parallelism_args``: operator NAME (as Flink shows it, e.g. ``"Count"``) -> program
+      argument flag (``"--count-parallelism"``).
+    - ``savepoint_dir``: where stop-with-savepoint writes (``file://``/``s3://`` URI, or an
+      absolute local path).
+    """
+
+    job_name: str
+    savepoint_dir: str
+    parallelism_args: Mapping[str, str]
+    base_args: Sequence[str] = field(default=())
+    jar_path: str | Path | None = None
+    jar_id: str | None = None
+    entry_class: str | None = None
+    allow_non_restored_state: bool = False
+
+    def __post_init__(self) -> None:
+        src = "job deployment"
+        if not isinstance(self.job_name, str) or not self.job_name.strip():
+            raise InputError(src, "job_name must be a non-empty string (the Flink job name)")
+        if (self.jar_path is None) == (self.jar_id is None):
+            raise InputError(src, "give exactly one of jar_path (a local jar) or jar_id (an uploaded jar)")
+        if self.jar_id is not None:
+            ids.jar_id(self.jar_id)
+        if self.jar_path is not None:
+            object.__setattr__(self, "jar_path", Path(self.jar_path))
+        if isinstance(self.base_args, str) or not all(isinstance(a, str) for a in self.base_args):
+            raise InputError(src, "base_args must be a list of strings (one program argument each)")
+        object.__setattr__(self, "base_args", tuple(self.base_args))
+        if not isinstance(self.parallelism_args, Mapping) or not self.parallelism_args:
+            raise InputError(src, "parallelism_args must map at least one operator name to a program-argument flag")
+        flags: dict[str, str] = {}
+        for name, flag in self.parallelism_args.items():
+            if not isinstance(name, str) or not name.strip():
+                raise InputError(src, f"parallelism_args: operator name {name!r} must be a non-empty string")
+            if not isinstance(flag, str) or not flag.startswith("--") or len(flag) < 3 or any(c.isspace() for c in flag):
+                raise InputError(src, f"parallelism_args[{name!r}]: flag {flag!r} must look like '--name' (no spaces)")
+            if flag in flags:
+                raise InputError(src, f"parallelism_args: flag {flag} is used for both {flags[flag]!r} and {name!r}")
+            flags[flag] = name
+        object.__setattr__(self, "parallelism_args", dict(self.parallelism_args))
+        for arg in self.base_args:
+            if arg.split("=", 1)[0] in flags:
+                raise InputError(src, f"base_args sets {arg.split('=', 1)[0]}, which parallelism_args controls: remove it")
+        if not isinstance(self.savepoint_dir, str) or not self.savepoint_dir.strip():
+            raise InputError(src, "savepoint_dir must be a URI (file://, s3://, ...) or an absolute path")
+        if "://" not in self.savepoint_dir and not self.savepoint_dir.startswith("/"):
+            raise InputError(src, f"savepoint_dir {self.savepoint_dir!r} must be a URI or an absolute path")
+        if not isinstance(self.allow_non_restored_state, bool):
+            raise InputError(src, "allow_non_restored_state must be true or false")
+
+    @property
+    def savepoint_uri(self) -> str:
+        """``savepoint_dir`` as a URI Flink accepts (an absolute path becomes ``file://...``)."""
+        return self.savepoint_dir if "://" in self.savepoint_dir else f"file://{self.savepoint_dir}"
+
+
+def program_args(deployment: JobDeployment, parallelism: Mapping[str, int]) -> list[str]:
+    """The full argument list of a (re)start: ``base_args`` + ``flag value`` per operator given.
+
+    Operators are rendered in the order of ``parallelism_args`` so the same target always gives
+    the same command line (it is journaled and compared).
+    """
+    unknown = [name for name in parallelism if name not in deployment.parallelism_args]
+    if unknown:
+        raise InputError(
+            "target parallelism",
+            f"no program argument is known for operator(s) {unknown}: parallelism_args maps only "
+            f"{sorted(deployment.parallelism_args)}",
+        )
+    args = list(deployment.base_args)
+    for name, flag in deployment.parallelism_args.items():
+        if name in parallelism:
+            args += [flag, str(check_parallelism(name, parallelism[name]))]
+    return args
+
+
+def check_parallelism(name: str, value: object) -> int:
+    """A parallelism must be an int >= 1 (not a bool, not a float that happens to be whole)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError("target parallelism", f"operator {name!r}: parallelism must be an integer >= 1, got {value!r}")
+    return value
+
+
+def resolve_jar(client: FlinkRestClient, deployment: JobDeployment) -> str:
+    """The uploaded jar id to run: ``jar_id``, the newest upload of ``jar_path``'s file name, or a new upload.
+
+    Looked up on every (re)start because uploads vanish when the cluster's upload folder is
+    wiped; uploading only when missing keeps a rescale's downtime free of the upload.
+    """
+    if deployment.jar_id is not None:
+        return deployment.jar_id
+    path = Path(deployment.jar_path)  # type: ignore[arg-type]  # __post_init__: exactly one is set
+    same_name = [j for j in client.jars() if j.get("name") == path.name]
+    if same_name:
+        return ids.jar_id(max(same_name, key=lambda j: j.get("uploaded", 0))["id"])
+    if not path.is_file():
+        raise InputError(str(path), "the job's jar does not exist (and no jar of that name is uploaded to Flink)")
+    return client.upload_jar(path)
