@@ -99,3 +99,75 @@ def test_savepoint_trigger_times_out(flink_conn, clean_flink):
 
     payload = asyncio.run(first_event())
     assert payload["status"] in ("timeout", "completed")  # completed when Flink was faster than one poll
+
+
+def _deployment(cluster):
+    from autoscaler.flink.deployment import JobDeployment
+
+    return JobDeployment(
+        job_name="ds2-testjob",
+        savepoint_dir=cluster.savepoint_dir,
+        parallelism_args={"Count": "--count-parallelism"},
+        base_args=tuple(a for a in UNDERPROVISIONED if a not in ("--count-parallelism", "1")),
+        jar_id=cluster.jar_id,
+    )
+
+
+def _run_trigger(trigger):
+    async def first_event():
+        async for event in trigger.run():
+            return event.payload
+
+    return asyncio.run(first_event())
+
+
+def test_rescale_operator_defers_the_savepoint_wait_then_restarts(flink_conn, clean_flink, tmp_path):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from ds2_airflow.operators.rescale import FlinkRescaleOperator
+
+    before = clean_flink.start_job(UNDERPROVISIONED)
+    op = FlinkRescaleOperator(
+        task_id="rescale",
+        deployment=_deployment(clean_flink),
+        target='{"Count": 4}',
+        journal_dir=str(tmp_path),
+        flink_conn_id=flink_conn,
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context={})  # requests the stop, then frees the worker
+    event = _run_trigger(deferred.value.trigger)
+    assert event["status"] == "completed"
+    result = getattr(op, deferred.value.method_name)(context={}, event=event)
+    assert result["outcome"] == "succeeded", result
+    assert result["old_flink_job_id"] == before.id and result["new_flink_job_id"] != before.id
+    running = clean_flink.client.running_job("ds2-testjob")
+    assert running.id == result["new_flink_job_id"]
+    assert clean_flink.client.job(running.id).parallelism["Count"] == 4
+    # A retry of the task (same action) returns the recorded result and rescales nothing.
+    again = op.execute_complete(context={}, event=event)
+    assert again["new_flink_job_id"] == result["new_flink_job_id"]
+    assert clean_flink.client.running_job("ds2-testjob").id == running.id
+
+
+def test_rescale_operator_in_place(flink_adaptive, tmp_path, monkeypatch):
+    from ds2_airflow.operators.rescale import FlinkRescaleOperator
+
+    flink_adaptive.cancel_all()
+    host, port = flink_adaptive.client.base_url.removeprefix("http://").split(":")
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_ADAPTIVE", json.dumps({"conn_type": "flink", "host": host, "port": int(port)}))
+    before = flink_adaptive.start_job(UNDERPROVISIONED)
+    try:
+        op = FlinkRescaleOperator(
+            task_id="rescale",
+            deployment=_deployment(flink_adaptive),
+            target={"Count": 3},
+            mechanism="in-place",
+            journal_dir=str(tmp_path),
+            flink_conn_id="flink_adaptive",
+        )
+        result = op.execute(context={})
+        assert result["outcome"] == "succeeded" and result["new_flink_job_id"] == before.id
+        assert flink_adaptive.client.job(before.id).parallelism["Count"] == 3
+    finally:
+        flink_adaptive.cancel_all()

@@ -1,0 +1,133 @@
+"""Rescale a Flink job: savepoint-and-restart (deferrable) or in place (adaptive scheduler)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from autoscaler.flink.deployment import JobDeployment
+from autoscaler.flink.rescale import (
+    IN_PLACE,
+    SAVEPOINT_RESTART,
+    RescaleResult,
+    pending_savepoint,
+    rescale_in_place,
+    rescale_with_savepoint,
+)
+from ds2_airflow.hooks.flink import FlinkHook
+from ds2_airflow.triggers.flink import FlinkSavepointTrigger
+
+
+def action_id_for(context: Mapping[str, Any], task_id: str) -> str:
+    """One action per (DAG, run, task): a retry of the task resumes the same action."""
+    ti = context.get("ti") or context.get("task_instance")
+    raw = f"{getattr(ti, 'dag_id', 'dag')}.{getattr(ti, 'run_id', 'run')}.{task_id}" if ti else f"adhoc.{task_id}"
+    return re.sub(r"[^A-Za-z0-9_.:+=@-]", "_", raw)[:200]
+
+
+class FlinkRescaleOperator(BaseOperator):
+    """Apply new per-operator parallelism to a running Flink job, verified, with rollback.
+
+    With ``mechanism="savepoint-restart"`` the operator requests the stop-with-savepoint and
+    defers: the triggerer polls the savepoint, no worker slot is held; the restart from the
+    savepoint (about a second) then runs in :meth:`execute_complete`. Every step is journaled
+    under ``journal_dir``, so a retry of the task resumes the same action and never rescales
+    twice. With ``mechanism="in-place"`` the adaptive scheduler applies the change (about a
+    second, same job id).
+
+    :param deployment: how to (re)start the job (jar, arguments, operator -> argument mapping).
+    :param target: operator name -> parallelism (templated; e.g. pulled from the decide task).
+    :param mechanism: ``savepoint-restart`` or ``in-place``.
+    :param journal_dir: folder of the action journals (templated).
+    :param flink_conn_id: Airflow connection of type ``flink``.
+    :param savepoint_timeout_s: deadline for the savepoint; past it the job keeps running.
+    :param start_timeout_s: deadline for all tasks RUNNING after a restart (then rollback).
+    :return: the action record (:meth:`RescaleResult.to_dict`).
+    """
+
+    template_fields: Sequence[str] = ("target", "journal_dir")
+
+    def __init__(
+        self,
+        *,
+        deployment: JobDeployment,
+        target: Mapping[str, int] | str,
+        mechanism: str = SAVEPOINT_RESTART,
+        journal_dir: str,
+        flink_conn_id: str = FlinkHook.default_conn_name,
+        savepoint_timeout_s: float = 60.0,
+        start_timeout_s: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if mechanism not in (SAVEPOINT_RESTART, IN_PLACE):
+            raise ValueError(f"mechanism must be {SAVEPOINT_RESTART!r} or {IN_PLACE!r}, got {mechanism!r}")
+        self.deployment = deployment
+        self.target = target
+        self.mechanism = mechanism
+        self.journal_dir = journal_dir
+        self.flink_conn_id = flink_conn_id
+        self.savepoint_timeout_s = savepoint_timeout_s
+        self.start_timeout_s = start_timeout_s
+
+    def _target(self) -> dict[str, int]:
+        target = self.target
+        if isinstance(target, str):  # a template rendered to text, e.g. an XCom of the decide task
+            import json
+
+            target = json.loads(target)
+        return {str(k): int(v) for k, v in dict(target).items()}
+
+    def _report(self, result: RescaleResult) -> dict[str, Any]:
+        self.log.info("rescale %s: %s (%s)", result.outcome, result.message, result.mechanism)
+        return result.to_dict()
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        client = FlinkHook(self.flink_conn_id).get_client()
+        action_id = action_id_for(context, self.task_id)
+        if self.mechanism == IN_PLACE:
+            result = rescale_in_place(
+                client, self.deployment.job_name, self._target(), action_id, self.journal_dir, timeout_s=self.start_timeout_s
+            )
+            return self._report(result)
+        result = rescale_with_savepoint(
+            client,
+            self.deployment,
+            self._target(),
+            action_id,
+            Path(self.journal_dir),
+            savepoint_timeout_s=self.savepoint_timeout_s,
+            start_timeout_s=self.start_timeout_s,
+            wait_for_savepoint=False,
+        )
+        if result is not None:
+            return self._report(result)
+        job_id, request_id = pending_savepoint(Path(self.journal_dir), action_id)
+        self.defer(
+            trigger=FlinkSavepointTrigger(
+                self.flink_conn_id, job_id, request_id, deadline=time.time() + self.savepoint_timeout_s
+            ),
+            method_name="execute_complete",
+        )
+        return None
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """The savepoint finished (or its deadline passed): the journaled action continues."""
+        self.log.info("savepoint wait ended: %s", event)
+        client = FlinkHook(self.flink_conn_id).get_client()
+        result = rescale_with_savepoint(
+            client,
+            self.deployment,
+            self._target(),
+            action_id_for(context, self.task_id),
+            Path(self.journal_dir),
+            savepoint_timeout_s=0.0 if event.get("status") == "timeout" else self.savepoint_timeout_s,
+            start_timeout_s=self.start_timeout_s,
+        )
+        assert result is not None
+        return self._report(result)
