@@ -72,40 +72,58 @@ class Snapshot:
 
 
 # Flink's REST metric store is refreshed on demand: a request after a quiet period triggers a
-# fetch but is answered from the old values (seen: a source's counters 15 s stale). A first
-# read primes the fetch; the real read follows after metrics.fetcher.update-interval (2 s in
-# the project's cluster config) plus a margin.
-METRICS_REFRESH_S = 2.5
+# fetch but is answered from the old values (seen: a source's counters 15 s stale). So a first
+# read primes the fetch, and the counters are read again until every subtask's accumulated
+# time (busy + idle + back-pressured, which grows with wall time for any running subtask) has
+# moved past the primed values: then the store holds values fetched after the prime.
+METRICS_REFRESH_TIMEOUT_S = 10.0
+
+
+def _read_counters(client: FlinkRestClient, details: JobDetails) -> list[SubtaskCounters]:
+    return [c for v in details.vertices for c in client.subtask_counters(details.id, v.id)]
+
+
+def _advanced(primed: list[SubtaskCounters], fresh: list[SubtaskCounters]) -> bool:
+    total = {(c.vertex_id, c.subtask): c.busy_ms + c.idle_ms + c.backpressured_ms for c in primed}
+    return all(c.busy_ms + c.idle_ms + c.backpressured_ms > total.get((c.vertex_id, c.subtask), -1.0) for c in fresh)
 
 
 def take_snapshot(
     client: FlinkRestClient,
     job_name: str,
     source_rate_metric: str | None = None,
-    refresh_wait_s: float = METRICS_REFRESH_S,
+    refresh_timeout_s: float = METRICS_REFRESH_TIMEOUT_S,
 ) -> Snapshot:
     """Counters of every subtask of the running job called ``job_name``.
 
     ``source_rate_metric`` names a per-subtask gauge of the source vertices that says what
     rate they are asked to emit (read into :attr:`SubtaskCounters.target_rate`);
-    ``refresh_wait_s`` is the wait between the priming read and the real one.
+    ``refresh_timeout_s`` bounds the wait for fresh values (0: read once, as cached).
     """
     summary = client.running_job(job_name)
     details: JobDetails = client.job(summary.id)
     sources = {v.id for v in details.vertices} - {down for _, down in details.edges}
-    if refresh_wait_s > 0:
-        for v in details.vertices:
-            client.subtask_counters(details.id, v.id)
-        time.sleep(refresh_wait_s)
-    before = datetime.now(UTC)
-    counters = []
-    for v in details.vertices:
-        for c in client.subtask_counters(details.id, v.id):
-            if source_rate_metric and v.id in sources:
-                value = client.subtask_metrics(details.id, v.id, c.subtask, [source_rate_metric]).get(source_rate_metric)
-                c = replace(c, target_rate=value)
-            counters.append(c)
-    after = datetime.now(UTC)
+    primed = _read_counters(client, details)
+    deadline = time.monotonic() + refresh_timeout_s
+    while True:
+        before = datetime.now(UTC)
+        counters = _read_counters(client, details) if refresh_timeout_s > 0 else primed
+        after = datetime.now(UTC)
+        if refresh_timeout_s <= 0 or _advanced(primed, counters) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+    if source_rate_metric:
+        counters = [
+            replace(
+                c,
+                target_rate=client.subtask_metrics(details.id, c.vertex_id, c.subtask, [source_rate_metric]).get(
+                    source_rate_metric
+                ),
+            )
+            if c.vertex_id in sources
+            else c
+            for c in counters
+        ]
     return Snapshot(
         job_name=job_name,
         flink_job_id=details.id,
