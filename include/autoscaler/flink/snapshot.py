@@ -77,6 +77,7 @@ class Snapshot:
 # time (busy + idle + back-pressured, which grows with wall time for any running subtask) has
 # moved past the primed values: then the store holds values fetched after the prime.
 METRICS_REFRESH_TIMEOUT_S = 10.0
+TIME_JITTER_MS = 1000.0
 
 
 def _read_counters(client: FlinkRestClient, details: JobDetails) -> list[SubtaskCounters]:
@@ -147,7 +148,9 @@ def restart_between(previous: Snapshot, current: Snapshot) -> str | None:
         o = old.get((c.vertex_id, c.subtask))
         if o is None:
             return f"subtask {c.subtask} of vertex {c.vertex_id} is new"
-        if c.records_in < o.records_in or c.records_out < o.records_out or c.busy_ms < o.busy_ms:
+        # A task failover in the same job restarts its counters from zero. Accumulated times are
+        # sampled gauges that can step back by a few ms between reads: only a large drop counts.
+        if c.records_in < o.records_in or c.records_out < o.records_out or c.busy_ms < o.busy_ms - TIME_JITTER_MS:
             return f"counters of vertex {c.vertex_id} subtask {c.subtask} went down"
     return None
 
@@ -167,9 +170,9 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
         o = old.get((c.vertex_id, c.subtask)) if not warmup else None
         d_in = c.records_in - o.records_in if o else 0
         d_out = c.records_out - o.records_out if o else 0
-        d_busy = c.busy_ms - o.busy_ms if o else 0.0
-        d_idle = c.idle_ms - o.idle_ms if o else 0.0
-        d_bp = c.backpressured_ms - o.backpressured_ms if o else 0.0
+        d_busy = max(c.busy_ms - o.busy_ms, 0.0) if o else 0.0
+        d_idle = max(c.idle_ms - o.idle_ms, 0.0) if o else 0.0
+        d_bp = max(c.backpressured_ms - o.backpressured_ms, 0.0) if o else 0.0
         is_source = v.id in sources
         if is_source:
             unblocked_s = wall_s - d_bp / 1000.0

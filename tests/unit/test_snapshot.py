@@ -1,0 +1,64 @@
+"""Window rows from two counter snapshots: rates from deltas, restarts detected, jitter tolerated."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from autoscaler.flink.models import SubtaskCounters, VertexInfo
+from autoscaler.flink.snapshot import Snapshot, restart_between, window_metrics
+
+SRC, CNT = "a" * 32, "b" * 32
+T0 = datetime(2026, 11, 21, tzinfo=UTC)
+
+
+def snap(seconds: float, count_in: int, count_busy: float, src_out: int, job_id: str = "c" * 32, rate=None) -> Snapshot:
+    vertices = (VertexInfo(SRC, "Source", 1, 128, "RUNNING"), VertexInfo(CNT, "Count", 1, 128, "RUNNING"))
+    counters = (
+        SubtaskCounters(SRC, 0, 0, src_out, 0.0, 0.0, seconds * 900, "RUNNING", target_rate=rate),
+        SubtaskCounters(CNT, 0, count_in, count_in, count_busy, seconds * 1000 - count_busy, 0.0, "RUNNING"),
+    )
+    return Snapshot("job", job_id, T0 + timedelta(seconds=seconds), vertices, ((SRC, CNT),), counters)
+
+
+def test_rates_come_from_counter_deltas():
+    rows = window_metrics(snap(10, 1000, 9000, 1000), snap(20, 6000, 18000, 6000), "j", 3).to_pylist()
+    count = next(r for r in rows if r["operator_name"] == "Count")
+    assert count["true_processing_rate"] == pytest.approx(5000 / 9.0)  # records / busy seconds
+    assert count["observed_processing_rate"] == pytest.approx(500.0)  # records / wall seconds
+    source = next(r for r in rows if r["is_source"])
+    assert source["true_processing_rate"] == 0.0
+    assert source["true_output_rate"] == pytest.approx(5000 / 1.0)  # blocked 9 of 10 s: what it sent while free
+    blocked = snap(20, 6000, 18000, 6000)
+    blocked = replace(blocked, counters=(replace(blocked.counters[0], backpressured_ms=20 * 990), blocked.counters[1]))
+    rows = window_metrics(snap(10, 1000, 9000, 1000), blocked, "j", 3).to_pylist()
+    # blocked > 95 % of the window: no usable estimate from counters, the observed rate is used
+    assert next(r for r in rows if r["is_source"])["true_output_rate"] == pytest.approx(500.0)
+    assert not any(r["warmup"] for r in rows)
+
+
+def test_a_source_rate_gauge_is_its_true_output():
+    rows = window_metrics(snap(10, 0, 0, 0), snap(20, 10, 10, 10, rate=7000.0), "j", 1).to_pylist()
+    assert next(r for r in rows if r["is_source"])["true_output_rate"] == 7000.0
+
+
+def test_restarts_are_detected_but_time_jitter_is_not_a_restart():
+    before = snap(10, 1000, 9000, 1000)
+    assert restart_between(before, snap(20, 2000, 8990, 2000)) is None  # busy stepped back 10 ms
+    rows = window_metrics(before, snap(20, 2000, 8990, 2000), "j", 1).to_pylist()
+    assert next(r for r in rows if r["operator_name"] == "Count")["busy_ms"] == 0.0
+    assert "went down" in restart_between(before, snap(20, 500, 9500, 2000))  # records reset: failover
+    assert "job id changed" in restart_between(before, snap(20, 10, 10, 10, job_id="d" * 32))
+    resized = replace(
+        snap(20, 2000, 18000, 2000),
+        vertices=(VertexInfo(SRC, "Source", 1, 128, "RUNNING"), VertexInfo(CNT, "Count", 4, 128, "RUNNING")),
+    )
+    assert "parallelism 1 -> 4" in restart_between(before, resized)
+    assert all(r["warmup"] for r in window_metrics(before, snap(20, 10, 10, 10, job_id="d" * 32), "j", 1).to_pylist())
+
+
+def test_snapshots_round_trip_through_json():
+    s = snap(10, 1, 2, 3, rate=5.0)
+    assert Snapshot.from_json(s.to_json()) == s
