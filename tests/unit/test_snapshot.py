@@ -48,7 +48,9 @@ def test_restarts_are_detected_but_time_jitter_is_not_a_restart():
     before = snap(10, 1000, 9000, 1000)
     assert restart_between(before, snap(20, 2000, 8990, 2000)) is None  # busy stepped back 10 ms
     rows = window_metrics(before, snap(20, 2000, 8990, 2000), "j", 1).to_pylist()
-    assert next(r for r in rows if r["operator_name"] == "Count")["busy_ms"] == 0.0
+    count = next(r for r in rows if r["operator_name"] == "Count")
+    assert count["busy_ms"] == 0.0
+    assert count["true_processing_rate"] == count["observed_processing_rate"] == pytest.approx(100.0)  # a lower bound
     assert "went down" in restart_between(before, snap(20, 500, 9500, 2000))  # records reset: failover
     assert "job id changed" in restart_between(before, snap(20, 10, 10, 10, job_id="d" * 32))
     resized = replace(

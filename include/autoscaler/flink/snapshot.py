@@ -3,7 +3,8 @@
 Rates come from counter deltas, never from Flink's ``*PerSecond`` gauges (60 s moving
 averages that lag a change by a minute). Per instance and window W:
 
-- true processing rate = Δrecords in / Δbusy time, true output rate = Δrecords out / Δbusy time;
+- true processing rate = Δrecords in / Δbusy time, true output rate = Δrecords out / Δbusy time
+  (a mostly idle task whose busy time did not grow: its observed rates, a lower bound);
 - observed rates = the same deltas / W;
 - sources report no busy time and their processing rate is 0 (DS2's convention). Their true
   output rate is the rate they are asked to emit: a per-subtask gauge when the job exposes one
@@ -183,10 +184,13 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
                 true_out = d_out / unblocked_s
             else:
                 true_out = d_out / wall_s
+        elif d_busy > 0:
+            true_in, true_out = d_in / (d_busy / 1000.0), d_out / (d_busy / 1000.0)
         else:
-            busy_s = d_busy / 1000.0
-            true_in = d_in / busy_s if busy_s > 0 else 0.0
-            true_out = d_out / busy_s if busy_s > 0 else 0.0
+            # Flink adds an idle period to the idle time only when it ends, and reports busy time
+            # as the rest: for a mostly idle task it can stand still or step back over a window.
+            # Its capacity is then unmeasured but at least what it did: use the observed rates.
+            true_in, true_out = d_in / wall_s, d_out / wall_s
         row = {
             "job": job,
             "epoch": epoch,
