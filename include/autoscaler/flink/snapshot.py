@@ -4,7 +4,7 @@ Rates come from counter deltas, never from Flink's ``*PerSecond`` gauges (60 s m
 averages that lag a change by a minute). Per instance and window W:
 
 - true processing rate = Δrecords in / Δbusy time, true output rate = Δrecords out / Δbusy time
-  (a mostly idle task whose busy time did not grow: its observed rates, a lower bound);
+  (a mostly idle task whose busy time did not grow counts 1 ms: no bottleneck, large capacity);
 - observed rates = the same deltas / W;
 - sources report no busy time and their processing rate is 0 (DS2's convention). Their true
   output rate is the rate they are asked to emit: a per-subtask gauge when the job exposes one
@@ -79,6 +79,7 @@ class Snapshot:
 # moved past the primed values: then the store holds values fetched after the prime.
 METRICS_REFRESH_TIMEOUT_S = 10.0
 TIME_JITTER_MS = 1000.0
+MIN_BUSY_MS = 1.0
 
 
 def _read_counters(client: FlinkRestClient, details: JobDetails) -> list[SubtaskCounters]:
@@ -184,13 +185,12 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
                 true_out = d_out / unblocked_s
             else:
                 true_out = d_out / wall_s
-        elif d_busy > 0:
-            true_in, true_out = d_in / (d_busy / 1000.0), d_out / (d_busy / 1000.0)
         else:
-            # Flink adds an idle period to the idle time only when it ends, and reports busy time
-            # as the rest: for a mostly idle task it can stand still or step back over a window.
-            # Its capacity is then unmeasured but at least what it did: use the observed rates.
-            true_in, true_out = d_in / wall_s, d_out / wall_s
+            # Flink adds an idle period to the idle time only when it ends and reports busy time as
+            # the rest: for a mostly idle task it can stand still or step back over a window. Such
+            # a task is no bottleneck; its busy time counts as MIN_BUSY_MS (a very large capacity).
+            busy_s = max(d_busy, MIN_BUSY_MS) / 1000.0
+            true_in, true_out = d_in / busy_s, d_out / busy_s
         row = {
             "job": job,
             "epoch": epoch,
