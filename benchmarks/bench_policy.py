@@ -7,8 +7,8 @@ end-to-end run (with the store write) for both inputs, sampling the RSS of the d
 of this Python process every 50 ms. Optionally also times a cold ``bin/ds2-policy`` run for
 one live epoch. Results: ``benchmarks/results/policy.json`` and ``policy.md``.
 
-    PATH=.venv/bin:$PATH SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python benchmarks/bench_policy.py \
-        [--sizes 1e5,1e6,1e7] [--repeat N] [--skip-cold]
+    PATH=.venv/bin:$PATH SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python benchmarks/bench_policy.py
+        [--sizes 1e5,1e6,1e7] [--repeat N] [--skip-cold] [--results DIR]
 """
 
 from __future__ import annotations
@@ -623,11 +623,11 @@ def _fmt(value, spec: str = ",.0f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def write_reports(report: dict) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS / "policy.json.tmp"
+def write_reports(report: dict, results: Path = RESULTS) -> None:
+    results.mkdir(parents=True, exist_ok=True)
+    tmp = results / "policy.json.tmp"
     tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, RESULTS / "policy.json")
+    os.replace(tmp, results / "policy.json")
 
     c = report["conditions"]
     lines = [
@@ -699,9 +699,9 @@ def write_reports(report: dict) -> None:
         lines += ["", "Targets (warm session, end-to-end, best):", ""]
         for t in report["targets"]:
             lines.append(f"- {t['what']}: {t['seconds']:.2f} s vs target {t['target_s']} s: {'met' if t['met'] else 'NOT met'}")
-    tmp = RESULTS / "policy.md.tmp"
+    tmp = results / "policy.md.tmp"
     tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, RESULTS / "policy.md")
+    os.replace(tmp, results / "policy.md")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -726,6 +726,9 @@ def main(argv: list[str]) -> None:
         "--quiet-load", type=float, default=0.5, help="before each measurement, wait until other processes use <= this many cores"
     )
     parser.add_argument("--quiet-wait", type=float, default=60.0, help="... but at most this many seconds (0: never wait)")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="folder for policy.json and policy.md (default: %(default)s)"
+    )
     parser.add_argument("--driver-memory", help="spark.driver.memory for the warm session (default: conf/spark, 2g)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -831,9 +834,9 @@ def main(argv: list[str]) -> None:
         "derived": derived,
         "targets": targets,
     }
-    write_reports(report)
-    print(f"bench: wrote {RESULTS / 'policy.json'} and {RESULTS / 'policy.md'}", flush=True)
-    print((RESULTS / "policy.md").read_text())
+    write_reports(report, args.results)
+    print(f"bench: wrote {args.results / 'policy.json'} and {args.results / 'policy.md'}", flush=True)
+    print((args.results / "policy.md").read_text())
 
 
 if __name__ == "__main__":

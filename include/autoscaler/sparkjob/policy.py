@@ -50,31 +50,20 @@ def _least(*cols: Column) -> Column:
 
 
 def _aggregate(metrics: DataFrame, topology: Topology) -> DataFrame:
-    """One wide row per (job, epoch): per operator k, instances seen and summed rates.
-
-    Two stages: plain sums per (job, epoch, operator) over the instance rows, then the pivot to
-    columns over those (4x fewer rows here), so the per-operator conditions are not evaluated
-    for every instance row.
-    """
-    per_operator = metrics.groupBy("job", "epoch", "operator_id").agg(
-        F.count(F.lit(1)).cast("int").alias("n"),
-        F.max("parallelism").alias("p"),
-        F.sum(F.col("instance").cast("long")).alias("isum"),
-        F.max("max_parallelism").alias("mp"),
-        F.count_if("warmup").alias("w"),
-        F.sum("true_processing_rate").alias("tp"),
-        F.sum("true_output_rate").alias("to"),
-        F.sum("observed_output_rate").alias("oo"),
-    )
     aggs: list[Column] = []
     for k, op in enumerate(topology.order):
         is_op = F.col("operator_id") == F.lit(op)
-        for name in ("n", "p", "isum", "mp", "w", "tp", "to", "oo"):
-            value = F.max(F.when(is_op, F.col(name)))
-            if name in ("n", "w"):  # an operator without rows: 0 instances seen
-                value = F.coalesce(value, F.lit(0))
-            aggs.append(value.alias(f"{name}{k}"))
-    return per_operator.groupBy("job", "epoch").agg(*aggs)
+        aggs += [
+            F.count_if(is_op).cast("int").alias(f"n{k}"),
+            F.max(F.when(is_op, F.col("parallelism"))).alias(f"p{k}"),
+            F.sum(F.when(is_op, F.col("instance").cast("long"))).alias(f"isum{k}"),
+            F.max(F.when(is_op, F.col("max_parallelism"))).alias(f"mp{k}"),
+            F.count_if(is_op & F.col("warmup")).alias(f"w{k}"),
+            F.sum(F.when(is_op, F.col("true_processing_rate"))).alias(f"tp{k}"),
+            F.sum(F.when(is_op, F.col("true_output_rate"))).alias(f"to{k}"),
+            F.sum(F.when(is_op, F.col("observed_output_rate"))).alias(f"oo{k}"),
+        ]
+    return metrics.groupBy("job", "epoch").agg(*aggs)
 
 
 def decide(
