@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
@@ -25,14 +24,19 @@ def targets(rows: list[dict]) -> list[tuple[int, int]]:
     return [(by[(e, FLATMAP)], by[(e, COUNT)]) for e in (0, 1)]
 
 
-def test_spark_submit_prints_only_json_with_the_golden_values():
-    result = subprocess.run(
-        [str(ROOT / "bin" / "ds2-policy"), "--topology", str(TOPOLOGY_CSV), "--rates", str(RATES_LOG), "--json"],
+def spark_submit(rates) -> subprocess.CompletedProcess:
+    """The policy job as users run it: bin/ds2-policy (spark-submit) with --json."""
+    return subprocess.run(
+        [str(ROOT / "bin" / "ds2-policy"), "--topology", str(TOPOLOGY_CSV), "--rates", str(rates), "--json"],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
+
+
+def test_spark_submit_prints_only_json_with_the_golden_values():
+    result = spark_submit(RATES_LOG)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]  # every stdout line is JSON
     assert len(rows) == 6 and {"epoch", "operator", "current_parallelism", "optimal_parallelism", "target_parallelism"} <= set(
@@ -103,14 +107,7 @@ def test_bad_lines_found_by_spark_are_named_with_file_and_line(spark, capsys, tm
 
 def test_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path):
     path = write_bad_log(tmp_path, "Splitter FlatMap,1,2,115963256636316,-5,2.0,0.5,1.0")
-    result = subprocess.run(
-        [str(ROOT / "bin" / "ds2-policy"), "--topology", str(TOPOLOGY_CSV), "--rates", str(path), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ},
-    )
+    result = spark_submit(path)
     assert result.returncode == 2
     assert result.stdout == ""
     assert f"ds2_policy: error: {path}:4: operator 'Splitter FlatMap' instance 1: true_processing_rate is -5" in result.stderr
