@@ -57,6 +57,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     source.add_argument("--metrics-store", action="store_true", help="read metrics of --job from --store")
     parser.add_argument("--source-rates", help="source-rate override file (operator_id,rate_per_instance)")
     parser.add_argument("--store", help="store root: decisions are written here (and metrics read with --metrics-store)")
+    parser.add_argument(
+        "--decisions-store",
+        help="store root the decisions go to (default: --store); what-if runs use their own so live decisions stay untouched",
+    )
     parser.add_argument("--job", default="ds2-offline", help="job name (default: ds2-offline)")
     parser.add_argument("--from-epoch", type=int, help="first epoch (inclusive, store input)")
     parser.add_argument("--to-epoch", type=int, help="last epoch (inclusive, store input)")
@@ -118,7 +122,7 @@ def run(argv: list[str]) -> int:
 
     # Decisions are committed only after the input checks pass; without --store they go to a
     # temporary store so that --json prints exactly what was checked, once.
-    root = args.store or tempfile.mkdtemp(prefix="ds2-policy-")
+    root = args.decisions_store or args.store or tempfile.mkdtemp(prefix="ds2-policy-")
     try:
         store.write_epochs(decisions.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
         if args.json or args.table:
@@ -131,7 +135,7 @@ def run(argv: list[str]) -> int:
             else:
                 print(decision_table(rows))
     finally:
-        if not args.store:
+        if not (args.store or args.decisions_store):
             shutil.rmtree(root, ignore_errors=True)
     return 0
 

@@ -67,6 +67,20 @@ class PolicyOptions:
             align_to_key_groups=self.align_to_key_groups,
         )
 
+    def cli_args(self) -> list[str]:
+        """The options as arguments of the Spark job (``spark_jobs/ds2_policy.py``), which parses them back."""
+        args = ["--factor", repr(float(self.factor))]
+        if self.threshold is not None:
+            args += ["--threshold", repr(float(self.threshold))]
+        for flag, bounds in (("--min-parallelism", self.min_parallelism), ("--max-parallelism", self.max_parallelism)):
+            for op, n in sorted(bounds.items()):
+                args += [flag, f"{op}={n}"]
+        if self.job_max_parallelism is not None:
+            args += ["--job-max-parallelism", str(self.job_max_parallelism)]
+        if self.align_to_key_groups:
+            args.append("--align-to-key-groups")
+        return args
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 

@@ -6,9 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
 from autoscaler.flink.collect import collect_epoch_metrics
 from ds2_airflow.hooks.flink import FlinkHook
+from ds2_airflow.runtime import BACKFILL, run_type
 
 
 class FlinkCollectMetricsOperator(BaseOperator):
@@ -22,7 +24,10 @@ class FlinkCollectMetricsOperator(BaseOperator):
     :param short_window_s: window measured on the spot when no previous boundary is usable.
     :param max_gap_s: how old the previous boundary may be (default: no limit).
     :param source_rate_metric: per-subtask gauge of the sources' target rate, if the job has one.
-    :return: a small dict: epoch, rows, window_s, warmup_reason, flink_job_id.
+    :return: a small dict: epoch, rows, window_s, measured_short_window, warmup_reason, flink_job_id.
+
+    A backfill run skips: it recomputes decisions from stored metrics; measuring now would
+    file the present under a past epoch.
     """
 
     template_fields: Sequence[str] = ("epoch", "store_root")
@@ -51,6 +56,8 @@ class FlinkCollectMetricsOperator(BaseOperator):
         self.source_rate_metric = source_rate_metric
 
     def execute(self, context: Any) -> dict[str, Any]:
+        if run_type(context) == BACKFILL:
+            raise AirflowSkipException("backfill run: decisions are recomputed from the stored metrics, nothing is collected")
         result = collect_epoch_metrics(
             FlinkHook(self.flink_conn_id).get_client(),
             self.flink_job_name,
@@ -66,6 +73,7 @@ class FlinkCollectMetricsOperator(BaseOperator):
             "epoch": result.epoch,
             "rows": result.rows.num_rows,
             "window_s": result.window_s,
+            "measured_short_window": result.measured_short_window,
             "warmup_reason": result.warmup_reason,
             "flink_job_id": result.flink_job_id,
         }

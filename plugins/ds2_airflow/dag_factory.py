@@ -1,0 +1,166 @@
+"""One scaling DAG per registered job (and a what-if DAG beside it), built from the jobs config.
+
+``collect → validate → policy → decide → [approve →] rescale → record``, every policy interval:
+
+- ``collect`` measures the epoch that just ended from Flink's counters (skipped by backfills);
+- ``validate`` runs the GX suite; failing metrics are quarantined and the run fails (no decision);
+- ``policy`` runs the DS2 Spark job through the job's Spark connection (one application for a
+  whole backfill);
+- ``decide`` applies warm-up, activation, hysteresis, cooldown, bounds and capacity and branches:
+  to ``record`` when nothing changes, else to ``approve`` (when required) or ``rescale``;
+- ``approve`` waits for a person (Approve/Reject) with the decision table as its body;
+- ``rescale`` applies the plan through Flink (savepoint-and-restart, deferred, or in place);
+- ``record`` writes the audit row, whatever happened, and fails the run if anything failed.
+
+``max_active_runs=1`` and a one-slot pool per job keep two rescales of a job from overlapping.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import DAG, Param, task
+
+from autoscaler.jobs import JobConfig
+from ds2_airflow.operators.approval import RescaleApprovalOperator
+from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
+from ds2_airflow.operators.policy import DS2PolicyOperator, WhatIfPolicyOperator
+from ds2_airflow.operators.rescale import FlinkRescaleOperator
+from ds2_airflow.runtime import journal_dir, store_root
+from ds2_airflow.scaling import decide_task, record_task, validate_epoch_task, what_if_compare_task
+
+EPOCH = "{{ ds2_epoch(data_interval_end or dag_run.run_after) }}"
+
+
+def _doc(job: JobConfig) -> str:
+    ops = ", ".join(f"`{name}` ({flag})" for name, flag in job.deployment.parallelism_args.items())
+    approval = (
+        f"required ({', '.join(job.approval.approvers) or 'any user'}; on timeout after {job.approval.timeout}: "
+        f"{job.approval.on_timeout})"
+        if job.approval.required
+        else "not required"
+    )
+    return (
+        f"### DS2 autoscaler for Flink job `{job.flink_job_name}`\n\n"
+        f"Every {job.interval}: collect the epoch's metrics, validate them, compute the DS2 decision "
+        f"with Spark (`{job.spark_conn_id}`), decide, rescale ({job.mechanism}) and record.\n\n"
+        f"- scalable operators: {ops}\n- approval: {approval}\n"
+        f"- policy: `{job.policy.to_json()}`\n- stability: {job.stability}\n\n"
+        "Backfill (Backfills tab or `airflow backfill create`) recomputes decisions from stored metrics "
+        f"and never rescales; `{job.what_if_dag_id}` recomputes a range with other options without touching them."
+    )
+
+
+def scaling_dag(job: JobConfig) -> DAG:
+    retry = {"retries": 1, "retry_delay": timedelta(seconds=10)}
+    with DAG(
+        dag_id=job.dag_id,
+        description=f"DS2 autoscaling of Flink job {job.flink_job_name} every {job.interval}",
+        schedule=job.interval,
+        start_date=job.start_date,
+        catchup=False,
+        max_active_runs=1,
+        default_args={"owner": "ds2", **retry},
+        dagrun_timeout=max(job.interval * 10, timedelta(minutes=30)) + (job.approval.timeout or timedelta(days=7)),
+        user_defined_macros={"ds2_epoch": job.epoch_of},
+        tags=["ds2", job.name, *job.tags],
+        doc_md=_doc(job),
+    ) as dag:
+        collect = FlinkCollectMetricsOperator(
+            task_id="collect",
+            job=job.name,
+            flink_job_name=job.flink_job_name,
+            epoch=EPOCH,
+            store_root=str(store_root()),
+            flink_conn_id=job.flink_conn_id,
+            short_window_s=job.short_window.total_seconds(),
+            max_gap_s=job.interval_s * 1.5,
+            source_rate_metric=job.source_rate_metric,
+            execution_timeout=job.interval + job.short_window + timedelta(minutes=1),
+        )
+
+        @task(task_id="validate", execution_timeout=timedelta(minutes=10), retries=0)
+        def validate(**context: Any) -> dict[str, Any]:
+            return validate_epoch_task(job, context)
+
+        policy = DS2PolicyOperator(task_id="policy", job=job, trigger_rule="none_failed", pool=job.pool)
+
+        @task.branch(task_id="decide", trigger_rule="none_failed")
+        def decide(**context: Any) -> list[str]:
+            return decide_task(job, context)
+
+        rescale = FlinkRescaleOperator(
+            task_id="rescale",
+            deployment=job.deployment,
+            target="{{ ti.xcom_pull(task_ids='decide', key='target') | tojson }}",
+            mechanism=job.mechanism,
+            journal_dir=str(journal_dir()),
+            flink_conn_id=job.flink_conn_id,
+            savepoint_timeout_s=job.savepoint_timeout.total_seconds(),
+            start_timeout_s=job.start_timeout.total_seconds(),
+            pool=job.pool,
+            retries=2,
+            retry_delay=timedelta(seconds=5),
+        )
+
+        @task(task_id="record", trigger_rule="all_done", retries=2)
+        def record(**context: Any) -> dict[str, Any]:
+            return record_task(job, context)
+
+        decided = decide()
+        recorded = record()
+        collect >> validate() >> policy >> decided
+        if job.approval.required:
+            approve = RescaleApprovalOperator(
+                task_id="approve",
+                subject=f"Rescale {job.name} (epoch {EPOCH})?",
+                body="{{ ti.xcom_pull(task_ids='decide', key='plan_markdown') }}",
+                defaults=job.approval.timeout_answer,
+                response_timeout=job.approval.timeout,
+                assigned_users=[{"id": u, "name": u} for u in job.approval.approvers] or None,
+                retries=0,
+            )
+            decided >> approve >> rescale
+        else:
+            decided >> rescale
+        decided >> recorded
+        rescale >> recorded
+    return dag
+
+
+def what_if_dag(job: JobConfig) -> DAG:
+    with DAG(
+        dag_id=job.what_if_dag_id,
+        description=f"Recompute past DS2 decisions of {job.name} with other policy options (live decisions untouched)",
+        schedule=None,
+        start_date=job.start_date,
+        catchup=False,
+        tags=["ds2", "what-if", job.name],
+        params={
+            "start": Param(None, type=["null", "string"], description="ISO start of the range (default: end - 1 h)"),
+            "end": Param(None, type=["null", "string"], description="ISO end of the range (default: now)"),
+            "factor": Param(None, type=["null", "number"], minimum=0, description="over-provisioning factor"),
+            "threshold": Param(None, type=["null", "number"], minimum=1, description="target-rate-ratio threshold"),
+            "max_parallelism": Param({}, type="object", description='operator -> max, e.g. {"Count": 4}'),
+            "min_parallelism": Param({}, type="object", description="operator -> min"),
+        },
+        doc_md=f"Re-run the DS2 policy of `{job.name}` over a range of stored epochs with other options; "
+        "the decisions go to a store of their own and are compared with the live ones.",
+    ) as dag:
+        policy = WhatIfPolicyOperator(task_id="what_if_policy", job=job)
+
+        @task(task_id="compare")
+        def compare(**context: Any) -> dict[str, Any]:
+            return what_if_compare_task(job, context)
+
+        policy >> compare()
+    return dag
+
+
+def build_dags(jobs: list[JobConfig]) -> dict[str, DAG]:
+    dags: dict[str, DAG] = {}
+    for job in jobs:
+        for dag in (scaling_dag(job), what_if_dag(job)):
+            dags[dag.dag_id] = dag
+    return dags

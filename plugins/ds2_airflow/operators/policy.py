@@ -1,0 +1,163 @@
+"""The DS2 policy of one job's epoch(s) as a Spark application, through the Airflow Spark connection."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+from autoscaler import backfill
+from autoscaler.errors import InputError
+from autoscaler.flink.collect import topology_path
+from autoscaler.jobs import PROJECT_ROOT, JobConfig, data_dir
+from autoscaler.options import PolicyOptions
+from ds2_airflow.runtime import BACKFILL, LIVE, WHAT_IF, epoch_for, run_type, safe_run_id, store_root
+
+APPLICATION = PROJECT_ROOT / "spark_jobs" / "ds2_policy.py"
+
+
+def policy_args(
+    job: JobConfig,
+    from_epoch: int,
+    to_epoch: int,
+    run_type_: str,
+    run_id: str,
+    options: PolicyOptions | None = None,
+    decisions_store: str | None = None,
+) -> list[str]:
+    """Arguments of ``spark_jobs/ds2_policy.py`` for a range of the job's stored epochs."""
+    root = store_root()
+    args = [
+        "--topology", str(topology_path(root, job.name)),
+        "--metrics-store", "--store", str(root), "--job", job.name,
+        "--from-epoch", str(from_epoch), "--to-epoch", str(to_epoch),
+        "--run-type", run_type_, "--run-id", run_id,
+        *(options or job.policy).cli_args(),
+    ]  # fmt: skip
+    if decisions_store:
+        args += ["--decisions-store", decisions_store]
+    return args
+
+
+def spark_env() -> dict[str, str]:
+    """spark-submit's environment: the project's Spark config and this interpreter for the driver."""
+    return {"SPARK_CONF_DIR": str(PROJECT_ROOT / "conf" / "spark"), "PYSPARK_PYTHON": sys.executable}
+
+
+class DS2PolicyOperator(SparkSubmitOperator):
+    """Run the DS2 policy Spark job on the run's epoch; a backfill computes its whole range at once.
+
+    - live run: the epoch just collected and validated (skipped when validation found it not
+      decidable, e.g. a warm-up window: there is nothing to decide);
+    - backfill run: the first run of a backfill computes every queued run's epoch in one Spark
+      application and the others find their decisions done (see :mod:`autoscaler.backfill`).
+    """
+
+    def __init__(self, *, job: JobConfig, **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", timedelta(minutes=30))
+        super().__init__(
+            application=str(APPLICATION),
+            conn_id=job.spark_conn_id,
+            name=f"ds2-policy-{job.name}",
+            env_vars=spark_env(),
+            **kwargs,
+        )
+        self.job = job
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        job = self.job
+        epoch = epoch_for(job, context)
+        run_id = safe_run_id(context)
+        if run_type(context) == LIVE:
+            validation = context["ti"].xcom_pull(task_ids="validate")
+            if validation and not validation.get("decidable", True):
+                raise AirflowSkipException(f"epoch {epoch} is not decidable ({validation.get('summary')}): no policy run")
+            return self._run(context, epoch, epoch, LIVE, run_id)
+        return self._backfill(context, epoch, run_id)
+
+    def _run(self, context: Any, first: int, last: int, kind: str, run_id: str) -> dict[str, Any]:
+        self.application_args = policy_args(self.job, first, last, kind, run_id)
+        self._hook = None  # the hook captures application_args when built
+        self.log.info("DS2 policy for %s epochs %d..%d (%s)", self.job.name, first, last, kind)
+        super().execute(context)
+        return {"from_epoch": first, "to_epoch": last, "run_id": run_id, "run_type": kind}
+
+    def _fingerprint(self) -> str:
+        return hashlib.sha256((self.job.policy.to_json() + str(topology_path(store_root(), self.job.name))).encode()).hexdigest()
+
+    def _backfill(self, context: Any, epoch: int, run_id: str) -> dict[str, Any]:
+        job, ti = self.job, context["ti"]
+        logical = context["dag_run"].logical_date
+        fingerprint = self._fingerprint()
+        with backfill.batch_lock(store_root(), job.name):
+            leader = backfill.take_claim(store_root(), job.name, logical.isoformat(), fingerprint)
+            if leader:
+                self.log.info("epoch %d was computed by the backfill batch of run %s: no Spark application", epoch, leader)
+                return {"from_epoch": epoch, "to_epoch": epoch, "run_id": leader, "run_type": BACKFILL, "batched": True}
+
+            def followers(k: int) -> list:
+                return [logical + job.interval * i for i in range(1, k + 1)]
+
+            def all_queued(k: int) -> bool:
+                return ti.get_dr_count(dag_id=ti.dag_id, logical_dates=followers(k), states=["queued"]) == k
+
+            extent = backfill.contiguous_extent(all_queued)
+            result = self._run(context, epoch, epoch + extent, BACKFILL, run_id)
+            backfill.write_claims(store_root(), job.name, [d.isoformat() for d in followers(extent)], run_id, fingerprint)
+            self.log.info("backfill batch: %d epochs in one Spark application (%d queued runs will reuse it)", extent + 1, extent)
+            return {**result, "batched": False, "epochs": extent + 1}
+
+
+def what_if_options(job: JobConfig, params: dict[str, Any]) -> PolicyOptions:
+    """The job's policy options with the what-if run's overrides (unset params keep the job's value)."""
+    import dataclasses
+
+    overrides = {}
+    for key in ("factor", "threshold", "job_max_parallelism", "align_to_key_groups"):
+        if params.get(key) not in (None, ""):
+            overrides[key] = params[key]
+    for key in ("min_parallelism", "max_parallelism"):
+        if params.get(key):
+            overrides[key] = {str(k): int(v) for k, v in dict(params[key]).items()}
+    return dataclasses.replace(job.policy, **overrides)
+
+
+def what_if_range(job: JobConfig, params: dict[str, Any], now: datetime) -> tuple[int, int]:
+    """Epochs whose intervals lie in [start, end] (default: the last hour)."""
+    end = datetime.fromisoformat(params["end"]) if params.get("end") else now
+    start = datetime.fromisoformat(params["start"]) if params.get("start") else end - timedelta(hours=1)
+    end = end if end.tzinfo else end.replace(tzinfo=UTC)
+    start = start if start.tzinfo else start.replace(tzinfo=UTC)
+    first, last = math.ceil(start.timestamp() / job.interval_s - 1e-6), job.epoch_of(end)
+    if last < first:
+        raise InputError("what-if range", f"[{start.isoformat()}, {end.isoformat()}] holds no whole epoch of {job.interval}")
+    return first, last
+
+
+class WhatIfPolicyOperator(DS2PolicyOperator):
+    """Recompute a range of past decisions with other policy options, into a store of their own.
+
+    The live decisions are never touched: the run's decisions go to
+    ``<data>/what-if/<run id>/decisions``, and the compare task sets them side by side.
+    Params: ``start``/``end`` (ISO times; default the last hour) and option overrides
+    (``factor``, ``threshold``, ``min_parallelism``, ``max_parallelism``, ...).
+    """
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        params = dict(context.get("params") or {})
+        options = what_if_options(self.job, params)
+        first, last = what_if_range(self.job, params, datetime.now(UTC))
+        run_id = safe_run_id(context)
+        decisions = str(data_dir() / "what-if" / run_id)
+        self.application_args = policy_args(self.job, first, last, WHAT_IF, run_id, options, decisions)
+        self._hook = None
+        self.log.info("what-if for %s epochs %d..%d with %s -> %s", self.job.name, first, last, options.to_json(), decisions)
+        SparkSubmitOperator.execute(self, context)
+        return {
+            "from_epoch": first, "to_epoch": last, "run_id": run_id, "decisions_store": decisions, "options": options.to_json()
+        }  # fmt: skip

@@ -1,0 +1,51 @@
+"""What a task of a job's DAG needs from its run: the epoch, the run type, where data lives."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from autoscaler.jobs import JobConfig, data_dir
+
+LIVE, BACKFILL, WHAT_IF = "live", "backfill", "what-if"
+
+
+def store_root() -> Path:
+    return data_dir() / "store"
+
+
+def journal_dir() -> Path:
+    return data_dir() / "journal"
+
+
+def docs_dir() -> Path:
+    return data_dir() / "validation-docs"
+
+
+def interval_end(context: Mapping[str, Any]) -> datetime:
+    """End of the run's data interval; runs triggered without a logical date use ``run_after``."""
+    end = context.get("data_interval_end")
+    if end is None:
+        dag_run = context.get("dag_run")
+        end = getattr(dag_run, "data_interval_end", None) or getattr(dag_run, "run_after", None)
+    if end is None:
+        raise ValueError("the run has neither a data interval nor run_after: cannot tell which epoch it is")
+    return end
+
+
+def epoch_for(job: JobConfig, context: Mapping[str, Any]) -> int:
+    return job.epoch_of(interval_end(context))
+
+
+def run_type(context: Mapping[str, Any]) -> str:
+    """``backfill`` for runs made by ``airflow backfill create``; ``live`` for everything else."""
+    dag_run = context.get("dag_run")
+    return BACKFILL if getattr(dag_run, "run_type", None) == "backfill" else LIVE
+
+
+def safe_run_id(context: Mapping[str, Any]) -> str:
+    run_id = str(getattr(context.get("dag_run"), "run_id", None) or context.get("run_id") or "adhoc")
+    return re.sub(r"[^A-Za-z0-9_.:+=@-]", "_", run_id)[:200]

@@ -1,0 +1,181 @@
+"""The bodies of a job DAG's Python tasks: validate, decide, record (and the what-if comparison).
+
+Each gathers its inputs from the run (XComs, the store, Flink) and delegates to the core:
+:mod:`autoscaler.validation`, :mod:`autoscaler.decide`, :mod:`autoscaler.audit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from autoscaler import audit
+from autoscaler.decide import RESCALE, ScalingPlan, decide
+from autoscaler.flink.collect import topology_path
+from autoscaler.flink.rescale import RescaleResult
+from autoscaler.jobs import JobConfig
+from autoscaler.schemas import DECISIONS
+from autoscaler.store import read_epochs
+from autoscaler.topology import read_topology_csv
+from ds2_airflow.hooks.flink import FlinkHook
+from ds2_airflow.runtime import BACKFILL, LIVE, docs_dir, epoch_for, run_type, safe_run_id, store_root
+
+log = logging.getLogger(__name__)
+
+
+def validate_epoch_task(job: JobConfig, context: Any) -> dict[str, Any]:
+    """Validate the collected epoch with the GX suite; a failure stops the run (data quarantined)."""
+    from autoscaler.validation import ValidationConfig, validate_epoch
+
+    epoch = epoch_for(job, context)
+    collected = context["ti"].xcom_pull(task_ids="collect") or {}
+    topology = read_topology_csv(topology_path(store_root(), job.name))
+    window_s = job.short_window.total_seconds() if collected.get("measured_short_window") else job.interval_s
+    start = job.epoch_start(epoch)
+    config = dataclasses.replace(
+        ValidationConfig.from_mapping(topology, job.validation),
+        window_s=window_s,
+        data_interval=(start, job.epoch_start(epoch + 1)),
+    )
+    result = validate_epoch(store_root(), job.name, epoch, config, docs_dir=docs_dir(), run_id=safe_run_id(context))
+    log.info("%s", result.message())
+    result.raise_for_failure()
+    return {"decidable": result.decidable, "summary": result.summary(), "docs": list(result.docs_pages)}
+
+
+def _free_slots(job: JobConfig) -> int | None:
+    try:
+        return int(FlinkHook(job.flink_conn_id).get_client().overview()["slots-available"])
+    except Exception as exc:  # the capacity check is skipped, never the decision: say so
+        log.warning("capacity check skipped: cannot read the cluster's free slots (%s)", exc)
+        return None
+
+
+def decide_task(job: JobConfig, context: Any) -> list[str]:
+    """Turn the epoch's DS2 decisions into a plan; branch to approve/rescale or straight to record."""
+    ti = context["ti"]
+    epoch = epoch_for(job, context)
+    kind = run_type(context)
+    decisions = read_epochs(store_root(), DECISIONS, job.name, [epoch]).to_pylist()
+    validation = ti.xcom_pull(task_ids="validate") or {}
+    decidable = bool(decisions) and validation.get("decidable", True)
+    last = audit.last_rescale(store_root(), job.name, epoch)
+    decided = audit.decided_epochs(
+        store_root(), job.name, last.epoch if last else -1, epoch, job.stability.activation_epochs
+    )
+    docs = validation.get("docs") or []
+    plan = decide(
+        job,
+        epoch,
+        decisions,
+        decidable=decidable,
+        not_decidable_reason=validation.get("summary", "no decision was computed"),
+        last_rescale=last,
+        decided_epochs_since_rescale=decided,
+        free_slots=_free_slots(job) if kind == LIVE else None,
+        now=datetime.now(UTC),
+        validation=(validation.get("summary", "") + (f" — Data Docs: {docs[0]}" if docs else "")) or None,
+    )
+    for line in plan.log_lines():
+        log.info("%s", line)
+    ti.xcom_push(key="plan", value=plan.to_dict())
+    ti.xcom_push(key="target", value=plan.target)
+    ti.xcom_push(key="plan_markdown", value=plan.markdown())
+    if kind == BACKFILL:
+        return []  # a backfill recomputes decisions; it never approves, rescales or records actions
+    if plan.action != RESCALE:
+        return ["record"]
+    return ["approve" if job.approval.required else "rescale", "record"]
+
+
+def _failed_tasks(context: Any) -> list[str]:
+    ti = context["ti"]
+    states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id]).get(ti.run_id, {})
+    return sorted(t for t, s in states.items() if s in ("failed", "upstream_failed") and t != ti.task_id)
+
+
+def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
+    """Write the epoch's ACTIONS row (the audit trail) and fail the run if anything went wrong."""
+    ti = context["ti"]
+    if run_type(context) == BACKFILL:
+        raise AirflowSkipException("backfill run: no action to record")
+    epoch = epoch_for(job, context)
+    action_id = f"{safe_run_id(context)}.{job.name}"
+    collected = ti.xcom_pull(task_ids="collect") or {}
+    validation = ti.xcom_pull(task_ids="validate") or {}
+    plan_data = ti.xcom_pull(task_ids="decide", key="plan")
+    plan = ScalingPlan.from_dict(plan_data) if plan_data else None
+    answer = ti.xcom_pull(task_ids="approve", key="answer") if job.approval.required else None
+    rescaled = ti.xcom_pull(task_ids="rescale")
+    failed = _failed_tasks(context)
+    approved_by = answer.get("by") if answer else None
+    parallelism = plan.current if plan else {}
+    common = {"action_id": action_id, "mechanism": job.mechanism, "parallelism": parallelism}
+    if rescaled:
+        row = RescaleResult.from_dict(rescaled).to_row(job.name, epoch, approved_by)
+    elif answer and answer.get("chosen") != "Approve":
+        how = "no answer in time, the configured default applied" if answer.get("timed_out") else f"by {approved_by}"
+        message = f"rejected ({how}): {plan.summary if plan else ''}"
+        row = audit.action_row(job.name, epoch, outcome="rejected", message=message, approved_by=approved_by, **common)
+    elif "rescale" in failed:
+        message = f"the rescale task failed before reporting a result (see its log): {plan.summary if plan else ''}"
+        row = audit.action_row(job.name, epoch, outcome=audit.TASK_FAILED, message=message, approved_by=approved_by, **common)
+    elif failed:
+        what = audit.validation_summary(store_root(), job.name, epoch) if "validate" in failed else None
+        message = f"{', '.join(failed)} failed: {what or 'see the task logs'}"
+        row = audit.action_row(job.name, epoch, outcome="skipped", message=message, **common)
+    elif plan is not None:
+        row = audit.action_row(
+            job.name, epoch, outcome="noop", message=plan.summary, flink_job_id=collected.get("flink_job_id"), **common
+        )
+    else:
+        message = validation.get("summary") or "nothing was decided"
+        row = audit.action_row(job.name, epoch, outcome="skipped", message=message, **common)
+    if row.get("old_flink_job_id") is None and collected.get("flink_job_id"):
+        row["old_flink_job_id"] = collected["flink_job_id"]
+    audit.record_action(store_root(), row)
+    log.info(
+        "action %s epoch %d: %s — %s (approved by %s, downtime %s s)",
+        row["action_id"], epoch, row["outcome"], row["message"], row["approved_by"], row["downtime_s"],
+    )  # fmt: skip
+    if failed or row["outcome"] in ("failed", "rolled-back"):
+        raise AirflowFailException(f"epoch {epoch}: {row['outcome']}: {row['message']}")
+    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
+
+
+def what_if_compare_task(job: JobConfig, context: Any) -> dict[str, Any]:
+    """Set the what-if decisions beside the live ones: where they differ, and how often each would rescale."""
+    run = context["ti"].xcom_pull(task_ids="what_if_policy")
+    epochs = range(run["from_epoch"], run["to_epoch"] + 1)
+    live = {(r["epoch"], r["operator_name"]): r for r in read_epochs(store_root(), DECISIONS, job.name, epochs).to_pylist()}
+    what_if = read_epochs(run["decisions_store"], DECISIONS, job.name, epochs).to_pylist()
+
+    def proposes_change(rows: list[dict[str, Any]]) -> int:
+        return len({r["epoch"] for r in rows if not r["is_source"] and r["target_parallelism"] != r["current_parallelism"]})
+
+    differ = []
+    for row in what_if:
+        before = live.get((row["epoch"], row["operator_name"]))
+        if before is None or before["target_parallelism"] != row["target_parallelism"]:
+            was = before["target_parallelism"] if before else "–"
+            differ.append(f"  epoch {row['epoch']} {row['operator_name']}: live {was} -> what-if {row['target_parallelism']}")
+    summary = {
+        "epochs": len({r["epoch"] for r in what_if}),
+        "live_change_epochs": proposes_change(list(live.values())),
+        "what_if_change_epochs": proposes_change(what_if),
+        "differences": len(differ),
+        "options": run["options"],
+        "decisions_store": run["decisions_store"],
+    }
+    log.info(
+        "what-if over epochs %d..%d (%d with metrics): live proposes a change in %d epochs, what-if in %d; %d decisions differ",
+        run["from_epoch"], run["to_epoch"], summary["epochs"], summary["live_change_epochs"],
+        summary["what_if_change_epochs"], summary["differences"],
+    )  # fmt: skip
+    for line in differ[:200]:
+        log.info("%s", line)
+    return summary

@@ -1,0 +1,55 @@
+"""Backfill batching helpers and the audit trail's history queries."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from autoscaler import audit, backfill
+from autoscaler.flink.rescale import RescaleResult
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 8, 100, 4096])
+def test_contiguous_extent_finds_the_last_queued_follower(n):
+    calls = []
+
+    def exist(k):
+        calls.append(k)
+        return k <= n
+
+    assert backfill.contiguous_extent(exist) == n
+    assert len(calls) <= 2 * 13 + 2  # logarithmic
+
+
+def test_claims_are_consumed_once_and_need_the_same_fingerprint(tmp_path):
+    backfill.write_claims(tmp_path, "wc", ["2026-11-21T12:01:00+00:00", "2026-11-21T12:02:00+00:00"], "run-1", "fp")
+    with backfill.batch_lock(tmp_path, "wc"):
+        assert backfill.take_claim(tmp_path, "wc", "2026-11-21T12:01:00+00:00", "fp") == "run-1"
+    assert backfill.take_claim(tmp_path, "wc", "2026-11-21T12:01:00+00:00", "fp") is None  # consumed
+    assert backfill.take_claim(tmp_path, "wc", "2026-11-21T12:02:00+00:00", "other options") is None  # stale
+
+
+def _result(outcome):
+    t = datetime(2026, 11, 21, 12, tzinfo=UTC)
+    return RescaleResult("a", "savepoint-restart", outcome, "j1", "j2", {"Count": 1}, {"Count": 4}, "/sp", 0.6, "ok", t, t)
+
+
+def _noop(epoch, action_id, message):
+    return audit.action_row("wc", epoch, action_id=action_id, mechanism="m", outcome="noop", message=message, parallelism={})
+
+
+def test_history_from_the_actions_and_decisions_tables(tmp_path):
+    assert audit.last_rescale(tmp_path, "wc", 100) is None
+    audit.record_action(tmp_path, _result("succeeded").to_row("wc", 10))
+    audit.record_action(tmp_path, _noop(11, "b", "x"))
+    audit.record_action(tmp_path, _result("failed").to_row("wc", 12))
+    last = audit.last_rescale(tmp_path, "wc", 100)
+    assert last is not None and last.epoch == 10  # a failed attempt did not restart the job
+    assert audit.last_rescale(tmp_path, "wc", 10) is None
+    # re-recording an epoch replaces its row
+    audit.record_action(tmp_path, _noop(11, "c", "y"))
+    log = audit.actions_log(tmp_path, "wc")
+    assert [r["epoch"] for r in log] == [10, 11, 12] and log[1]["message"] == "y"
+    with pytest.raises(ValueError, match="RescaleResult"):
+        audit.action_row("wc", 1, action_id="d", mechanism="m", outcome="succeeded", message="", parallelism={})

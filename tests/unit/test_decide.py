@@ -1,0 +1,112 @@
+"""The rules between a DS2 proposal and a rescale: each one can hold, reduce or pass a proposal."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from autoscaler.decide import NOOP, RESCALE, LastRescale, ScalingPlan, decide
+from autoscaler.jobs import parse_jobs
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def job(**policy):
+    entry = {
+        "name": "wc",
+        "flink_job_name": "wordcount",
+        "jar": "build/ds2-testjob.jar",
+        "parallelism_args": {"Count": "--count-parallelism", "Sink": "--sink-parallelism"},
+        "policy": policy,
+    }
+    return parse_jobs({"jobs": [copy.deepcopy(entry)]}, "jobs.yaml")[0]
+
+
+def rows(count=(1, 4), sink=(1, 1), status="ok"):
+    def row(op, name, current, target, is_source=False):
+        return {
+            "operator_id": op, "operator_name": name, "is_source": is_source, "status": status,
+            "current_parallelism": current, "target_parallelism": target, "target_input_rate": 20000.0,
+            "capacity_per_instance": 5660.0, "reason": f"{name} needs {target}",
+        }  # fmt: skip
+
+    return [row("s", "Source", 2, 2, True), row("c", "Count", *count), row("k", "Sink", *sink)]
+
+
+def test_a_proposal_passes_and_targets_only_what_changes():
+    plan = decide(job(), 10, rows(), decided_epochs_since_rescale=1, free_slots=6, now=NOW)
+    assert plan.action == RESCALE and plan.target == {"Count": 4}
+    assert plan.summary == "rescale Count 1→4"
+    md = plan.markdown()
+    assert "| Count | 1 → **4** | 20,000 | 5,660 | Count needs 4 |" in md and "| Source | 2 |" in md
+    assert ScalingPlan.from_dict(plan.to_dict()).to_dict() == plan.to_dict()
+
+
+def test_no_change_is_a_noop():
+    plan = decide(job(), 10, rows(count=(4, 4)), decided_epochs_since_rescale=1)
+    assert plan.action == NOOP and plan.summary == "DS2 proposes no change" and plan.target == {}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "summary"),
+    [
+        ({"decidable": False, "not_decidable_reason": "warm-up window"}, "epoch not decidable: warm-up window"),
+        ({"last_rescale": LastRescale(9, NOW)}, "warm-up: epoch 1 of 1 after the rescale at epoch 9 (held: Count 1→4)"),
+        ({"last_rescale": LastRescale(8, NOW), "decided_epochs_since_rescale": 0}, "activation: 0 of 1 decided epochs"),
+    ],
+)
+def test_holds(kwargs, summary):
+    kwargs.setdefault("decided_epochs_since_rescale", 1)
+    plan = decide(job(), 10, rows(), now=NOW, **kwargs)
+    assert plan.action == NOOP and summary in plan.summary
+    assert all(op.final == op.current for op in plan.operators)
+
+
+def test_incomplete_metrics_hold():
+    plan = decide(job(), 10, rows(status="incomplete"), decided_epochs_since_rescale=1)
+    assert plan.action == NOOP and plan.summary.startswith("metrics incomplete for Count, Sink, Source")
+
+
+def test_activation_and_cooldown():
+    j = job(activation_epochs=3, cooldown="10m", warmup_epochs=0)
+    last = LastRescale(5, NOW - timedelta(minutes=4))
+    assert "activation: 2 of 3" in decide(j, 10, rows(), last_rescale=last, decided_epochs_since_rescale=2, now=NOW).summary
+    held = decide(j, 10, rows(), last_rescale=last, decided_epochs_since_rescale=3, now=NOW)
+    assert held.action == NOOP and held.summary.startswith("cooldown: 240 s of 600 s")
+    later = decide(j, 10, rows(), last_rescale=last, decided_epochs_since_rescale=3, now=NOW + timedelta(minutes=7))
+    assert later.action == RESCALE
+
+
+def test_hysteresis_ignores_a_scale_down_by_one_but_not_by_two():
+    plan = decide(job(), 10, rows(count=(4, 3)), decided_epochs_since_rescale=1)
+    assert plan.action == NOOP and "scale-down by 1 ignored" in plan.summary
+    assert decide(job(), 10, rows(count=(4, 2)), decided_epochs_since_rescale=1).target == {"Count": 2}
+    assert decide(job(ignore_scale_down_by=0), 10, rows(count=(4, 3)), decided_epochs_since_rescale=1).target == {"Count": 3}
+    assert decide(job(), 10, rows(count=(4, 5)), decided_epochs_since_rescale=1).target == {"Count": 5}  # any scale-up
+
+
+def test_scale_down_step_and_bounds():
+    plan = decide(job(max_scale_down_step=2), 10, rows(count=(8, 2)), decided_epochs_since_rescale=1)
+    assert plan.target == {"Count": 6} and "limited to 2 instances per step" in plan.markdown()
+    plan = decide(job(max_parallelism={"Count": 3}), 10, rows(), decided_epochs_since_rescale=1)
+    assert plan.target == {"Count": 3} and "(DS2: 4)" in plan.markdown()
+    plan = decide(job(min_parallelism={"Sink": 2}), 10, rows(count=(1, 1)), decided_epochs_since_rescale=1)
+    assert plan.target == {"Sink": 2}
+
+
+def test_capacity_reduces_or_blocks():
+    # The job holds 2 slots (its largest operator); 1 more is free: Count can reach 3, not 4.
+    plan = decide(job(), 10, rows(), decided_epochs_since_rescale=1, free_slots=1)
+    assert plan.action == RESCALE and plan.target == {"Count": 3}
+    assert "4 task slots needed, 3 available (1 free + 2 held by the job)" in plan.summary
+    blocked = decide(job(), 10, rows(count=(2, 4)), decided_epochs_since_rescale=1, free_slots=0)
+    assert blocked.action == NOOP and blocked.summary.startswith("blocked: 4 task slots needed, 2 available")
+    assert decide(job(), 10, rows(), decided_epochs_since_rescale=1, free_slots=None).target == {"Count": 4}
+
+
+def test_sources_never_change():
+    r = rows()
+    r[0]["target_parallelism"] = 9
+    assert "Source" not in decide(job(), 10, r, decided_epochs_since_rescale=1).target

@@ -1,0 +1,98 @@
+"""The jobs config: the shipped file loads, and every bad field is named with its job."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import yaml
+
+from autoscaler.errors import InputError
+from autoscaler.jobs import DEFAULT_CONFIG, load_jobs, parse_duration, parse_jobs
+
+BASE = {
+    "name": "wc",
+    "flink_job_name": "wordcount",
+    "jar": "build/ds2-testjob.jar",
+    "parallelism_args": {"Count": "--count-parallelism"},
+}
+
+
+def one(**changes):
+    entry = copy.deepcopy(BASE)
+    entry.update(changes)
+    return parse_jobs({"jobs": [entry]}, "jobs.yaml")[0]
+
+
+def test_the_shipped_config_loads():
+    jobs = load_jobs(DEFAULT_CONFIG)
+    assert [j.name for j in jobs] == ["testjob"]
+    job = jobs[0]
+    assert job.dag_id == "ds2_testjob" and job.pool == "ds2_testjob"
+    assert job.stability.ignore_scale_down_by == 1 and job.approval.required is False
+    assert job.deployment.parallelism_args["Count"] == "--count-parallelism"
+
+
+def test_defaults():
+    job = one()
+    assert job.interval == timedelta(minutes=1) and job.mechanism == "savepoint-restart"
+    assert job.flink_conn_id == "flink_default" and job.spark_conn_id == "spark_ds2"
+    assert job.approval.timeout_answer == "Reject"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"policy": {"factor": -1}}, "job 'wc': policy.factor: must be a number >= 0, got -1"),
+        ({"policy": {"threshold": 0.5}}, "job 'wc': policy.threshold: must be a number >= 1"),
+        ({"policy": {"max_parallelism": {"Count": 0}}}, "job 'wc': policy.max_parallelism.Count: must be an integer >= 1"),
+        ({"policy": {"min_parallelism": {"Count": 5}, "max_parallelism": {"Count": 2}}}, "max 2 is below min 5"),
+        ({"policy": {"warmup_epochs": -1}}, "policy.warmup_epochs: must be an integer >= 0"),
+        ({"policy": {"activation_epochs": 0}}, "policy.activation_epochs: must be an integer >= 1"),
+        ({"policy": {"cooldown": "soon"}}, "policy.cooldown: expected a duration like 30s"),
+        ({"policy": {"facter": 1}}, "job 'wc': policy.facter: unknown field"),
+        ({"mechanism": "yolo"}, "job 'wc': mechanism: must be one of savepoint-restart, in-place, got 'yolo'"),
+        ({"policy_interval": "7s"}, "policy_interval: 0:00:07 must divide a day"),
+        ({"policy_interval": "1s"}, "policy_interval: must be at least 5 s"),
+        ({"approval": {"on_timeout": "maybe"}}, "job 'wc': approval.on_timeout: must be one of approve, reject"),
+        ({"approval": {"approvers": "bob"}}, "approval.approvers: must be a list of strings"),
+        ({"flink_conn_id": "bad id!"}, "flink_conn_id: 'bad id!' is not a valid Airflow connection id"),
+        ({"parallelism_args": {"Count": "count"}}, "job 'wc': deployment: parallelism_args['Count']: flag 'count'"),
+        ({"base_args": "--rate 5"}, "base_args: must be a list of strings"),
+        ({"name": "bad name"}, "job 'bad name': name:"),
+        ({"flink_job_name": None}, "job 'wc': flink_job_name: is required"),
+        ({"validation": {"window_tolerance": 5}}, "job 'wc': validation.window_tolerance: must be a finite number"),
+        ({"collect": {"short_window": "2m"}}, "collect.short_window: 0:02:00 must be shorter than policy_interval"),
+        ({"jar": None}, "give exactly one of jar_path"),
+        ({"colour": "red"}, "job 'wc': colour: unknown field"),
+    ],
+)
+def test_bad_fields_are_named(changes, message):
+    with pytest.raises(InputError) as err:
+        one(**changes)
+    assert message in str(err.value) and str(err.value).startswith("jobs.yaml: job")
+
+
+def test_duplicate_names_and_bad_yaml(tmp_path):
+    with pytest.raises(InputError, match="name: clashes with job 'wc'"):
+        parse_jobs({"jobs": [BASE, BASE]}, "jobs.yaml")
+    bad = tmp_path / "jobs.yaml"
+    bad.write_text("jobs:\n  - name: [\n")
+    with pytest.raises(InputError, match="not valid YAML"):
+        load_jobs(bad)
+    with pytest.raises(InputError, match="cannot read the jobs config"):
+        load_jobs(tmp_path / "missing.yaml")
+    bad.write_text(yaml.safe_dump({"jobs": [BASE], "extra": 1}))
+    with pytest.raises(InputError, match="unknown top-level field 'extra'"):
+        load_jobs(bad)
+
+
+def test_durations_and_epochs():
+    assert parse_duration("500ms", "x") == timedelta(milliseconds=500)
+    assert parse_duration("2h", "x") == timedelta(hours=2) and parse_duration(30, "x") == timedelta(seconds=30)
+    job = one(policy_interval="30s")
+    end = datetime(2026, 11, 21, 12, 0, 30, tzinfo=UTC)
+    epoch = job.epoch_of(end)
+    assert job.epoch_start(epoch + 1) == end and job.epoch_start(epoch) == end - timedelta(seconds=30)
+    assert job.epoch_of(end + timedelta(seconds=29.9)) == epoch  # a run that starts late still decides its epoch
