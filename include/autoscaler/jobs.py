@@ -137,6 +137,15 @@ class JobConfig:
         """
         return math.floor(interval_end.timestamp() / self.interval_s + 1e-6) - 1
 
+    @property
+    def max_boundary_age_s(self) -> float:
+        """How old the previous epoch's boundary snapshot may be to start this epoch's window.
+
+        Older (the DAG was paused, runs queued) and the window would start before the epoch's
+        interval by more than validation tolerates: a short window is measured instead.
+        """
+        return self.interval_s + float(self.validation.get("lateness_s", 30.0))
+
     def epoch_start(self, epoch: int) -> datetime:
         return datetime.fromtimestamp(epoch * self.interval_s, tz=UTC)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
 from autoscaler.jobs import JobConfig
 from ds2_airflow.operators.approval import RescaleApprovalOperator
@@ -57,7 +57,8 @@ def scaling_dag(job: JobConfig) -> DAG:
     with DAG(
         dag_id=job.dag_id,
         description=f"DS2 autoscaling of Flink job {job.flink_job_name} every {job.interval}",
-        schedule=job.interval,
+        # A real data interval [start, end) per run (a bare timedelta gives zero-length ones in 3.x).
+        schedule=DeltaDataIntervalTimetable(job.interval),
         start_date=job.start_date,
         catchup=False,
         max_active_runs=1,
@@ -75,7 +76,7 @@ def scaling_dag(job: JobConfig) -> DAG:
             store_root=str(store_root()),
             flink_conn_id=job.flink_conn_id,
             short_window_s=job.short_window.total_seconds(),
-            max_gap_s=job.interval_s * 1.5,
+            max_gap_s=job.max_boundary_age_s,
             source_rate_metric=job.source_rate_metric,
             execution_timeout=job.interval + job.short_window + timedelta(minutes=1),
         )

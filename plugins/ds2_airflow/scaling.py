@@ -34,7 +34,11 @@ def validate_epoch_task(job: JobConfig, context: Any) -> dict[str, Any]:
     epoch = epoch_for(job, context)
     collected = context["ti"].xcom_pull(task_ids="collect") or {}
     topology = read_topology_csv(topology_path(store_root(), job.name))
-    window_s = job.short_window.total_seconds() if collected.get("measured_short_window") else job.interval_s
+    # The window is what collection measured between two boundary snapshots: about the policy
+    # interval, shorter or longer when a run started late (max_active_runs=1 queues them). Each
+    # row must match it; freshness (windows inside the epoch's interval +/- lateness_s) is
+    # checked against the epoch's own interval.
+    window_s = collected.get("window_s") or job.interval_s
     start = job.epoch_start(epoch)
     config = dataclasses.replace(
         ValidationConfig.from_mapping(topology, job.validation),

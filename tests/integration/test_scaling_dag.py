@@ -1,0 +1,103 @@
+"""The scaling DAG end to end with ``dag.test()``: real Flink, real spark-submit, a temporary Airflow DB.
+
+The under-provisioned test job (Count at 1 where 20,000 rec/s need 4) is rescaled in the first
+run; the next runs change nothing (converged, no oscillation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from autoscaler.schemas import ACTIONS, DECISIONS
+from autoscaler.store import read_epochs
+from tests.conftest import ROOT
+from tests.integration.conftest import UNDERPROVISIONED
+from tests.integration.scaling_setup import environment, job_entry, next_epoch_end
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+INTERVAL_S = 10
+
+
+@pytest.fixture(scope="module")
+def scaling_env(flink, tmp_path_factory):
+    data = tmp_path_factory.mktemp("ds2-data")
+    env = environment(flink, data / "jobs.yaml", data, [job_entry(flink, "auto", INTERVAL_S)])
+    env["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    os.environ["PATH"] = f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"
+    from airflow.utils import db
+
+    db.resetdb()
+    from ds2_airflow.bootstrap import ensure_pools
+
+    assert ensure_pools() == ["ds2_auto"]
+    yield data
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def dags(scaling_env):
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    bag = BundleDagBag(dag_folder=str(ROOT / "dags"), bundle_path=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.dags
+
+
+def test_dag_integrity(dags):
+    assert set(dags) == {"ds2_auto", "ds2_auto_what_if"}
+    dag = dags["ds2_auto"]
+    downstream = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}
+    assert downstream == {
+        "collect": ["validate"],
+        "validate": ["policy"],
+        "policy": ["decide"],
+        "decide": ["record", "rescale"],
+        "rescale": ["record"],
+        "record": [],
+    }
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    assert dag.task_dict["rescale"].pool == "ds2_auto" and dag.task_dict["policy"].pool == "ds2_auto"
+    assert dag.task_dict["record"].trigger_rule == "all_done"
+    assert type(dag.timetable).__name__ == "DeltaDataIntervalTimetable"
+
+
+def _actions(data, job="auto"):
+    return read_epochs(data / "store", ACTIONS, job).sort_by([("epoch", "ascending")]).to_pylist()
+
+
+def test_underprovisioned_job_is_rescaled_in_one_run_then_converges(flink, dags, scaling_env):
+    flink.cancel_all()
+    flink.start_job(UNDERPROVISIONED)
+    dag = dags["ds2_auto"]
+
+    first = next_epoch_end(INTERVAL_S)
+    run = dag.test(logical_date=first)
+    assert run.state == "success"
+    actions = _actions(scaling_env)
+    assert len(actions) == 1, actions
+    action = actions[0]
+    assert action["outcome"] == "succeeded", action["message"]
+    assert json.loads(action["old_parallelism"])["Count"] == 1 and json.loads(action["new_parallelism"]) == {"Count": 4}
+    assert action["downtime_s"] is not None and action["savepoint_path"]
+    running = flink.client.running_job("ds2-testjob")
+    assert running.id == action["new_flink_job_id"] and flink.client.job(running.id).parallelism["Count"] == 4
+    decisions = read_epochs(scaling_env / "store", DECISIONS, "auto", [action["epoch"]]).to_pylist()
+    assert {d["run_type"] for d in decisions} == {"live"}
+
+    # The next runs: a warm-up or a fresh window of the rescaled job -> no change, no restart.
+    for _ in range(3):
+        run = dag.test(logical_date=next_epoch_end(INTERVAL_S))
+        assert run.state == "success"
+    later = _actions(scaling_env)[1:]
+    assert len(later) == 3 and all(a["outcome"] in ("noop", "skipped") for a in later), later
+    assert flink.client.running_job("ds2-testjob").id == running.id
+    assert any(a["outcome"] == "noop" and "no change" in a["message"] for a in later), later
