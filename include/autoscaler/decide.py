@@ -196,7 +196,8 @@ def decide(
         if since <= st.warmup_epochs:
             return _noop(
                 name, epoch, ops,
-                f"warm-up: epoch {since} of {st.warmup_epochs} after the rescale at epoch {last_rescale.epoch} (held: {proposal})",
+                f"warm-up: epoch {since} of {st.warmup_epochs} after the rescale at epoch {last_rescale.epoch} "
+                f"(held: {proposal})",
                 validation,
             )  # fmt: skip
         if decided_epochs_since_rescale < st.activation_epochs:

@@ -13,6 +13,7 @@ import yaml
 from tests.integration.conftest import TESTJOB_JAR, FlinkCluster
 
 # DS2 asks for Count 4 at this load (see UNDERPROVISIONED); every restart keeps these arguments.
+PARALLELISM_ARGS = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}
 BASE_ARGS = ["--job-name", "ds2-testjob", "--rate", "20000", "--count-wait-us", "175"]
 
 
@@ -24,7 +25,7 @@ def job_entry(flink: FlinkCluster, name: str, interval_s: int, **extra: Any) -> 
         "spark_conn_id": "spark_test",
         "jar": str(TESTJOB_JAR),
         "base_args": BASE_ARGS,
-        "parallelism_args": {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"},
+        "parallelism_args": PARALLELISM_ARGS,
         "savepoint_dir": flink.savepoint_dir,
         "policy_interval": f"{interval_s}s",
         "collect": {"short_window": "4s", "source_rate_metric": "Source__Source.scheduledRate"},
