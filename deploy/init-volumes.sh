@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One-shot, as root (service ds2-volumes-init of docker-compose.yaml): gives the named volumes to the
+# users that write them. A new named volume belongs to root, and no service runs as root:
+#   ds2-data (/opt/ds2/data)     the store, journals, Data Docs: Airflow's tasks and the Spark executors,
+#                                both running as AIRFLOW_UID (group 0); savepoints/ is Flink's (FLINK_UID),
+#                                at the same path in every container (the jobs config's default
+#                                savepoint folder is DS2_DATA_DIR/savepoints)
+#   ds2-jars (/opt/ds2/build)    the Flink jobs' jars Airflow uploads (jobs config: jar: build/<name>.jar)
+#   airflow-logs, airflow-config Airflow's task logs and the simple auth manager's passwords file
+#   flink-data (/flink-data)     Flink's checkpoints and uploaded jars
+# Only the top folders are changed (never a recursive chown over a large store); safe to run again.
+set -euo pipefail
+
+airflow_uid=${AIRFLOW_UID:?AIRFLOW_UID is not set}
+flink_uid=${FLINK_UID:?FLINK_UID is not set}
+
+own() { # owner mode folder...
+  local owner=$1 mode=$2
+  shift 2
+  for dir in "$@"; do
+    mkdir -p "$dir"
+    chown "$owner" "$dir"
+    chmod "$mode" "$dir"
+  done
+}
+
+# setgid folders: whatever is created inside stays in group 0, readable by every service.
+own "$airflow_uid:0" 2775 /opt/ds2/data /opt/ds2/build /opt/airflow/logs /opt/airflow/config
+own "$flink_uid:0" 2775 /opt/ds2/data/savepoints /flink-data /flink-data/checkpoints /flink-data/uploads
+echo "ds2-volumes-init: volumes ready (Airflow and Spark uid $airflow_uid, Flink uid $flink_uid)"
+ls -ld /opt/ds2/data /opt/ds2/data/savepoints /opt/ds2/build /opt/airflow/logs /opt/airflow/config /flink-data

@@ -1,0 +1,334 @@
+"""docker-compose.yaml checked against the project, statically (no Docker engine runs here).
+
+Services, mounts and build files, image versions against requirements.txt and scripts/flink.sh, the
+variables of .env.example, published ports, the Flink and Spark settings the autoscaler relies on.
+These checks are all the verification the compose deployment gets on the development machines
+(docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yaml"
+ENV_EXAMPLE = ROOT / ".env.example"
+DOCKERFILE = ROOT / "deploy" / "airflow.Dockerfile"
+DOCKERIGNORE = ROOT / "deploy" / "airflow.Dockerfile.dockerignore"
+
+AIRFLOW_SERVICES = ("airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+SERVICES = ("postgres", *AIRFLOW_SERVICES, "spark-master", "spark-worker", "flink-jobmanager", "flink-taskmanager")
+DATA_DIR = "/opt/ds2/data"
+PLACEHOLDER = "change-me"
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|_KEY\b")
+
+# ${VAR}, ${VAR:-default}, ${VAR:?message}, ... ; $$ is compose's escape for a literal $.
+VAR_REF = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[-?+][^}]*)?\}")
+BARE_REF = re.compile(r"(?<!\$)\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict) -> dict:
+    return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def env_example() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for number, line in enumerate(ENV_EXAMPLE.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        assert sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name), f".env.example:{number}: not NAME=value: {line!r}"
+        assert name not in out, f".env.example:{number}: {name} listed twice"
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[name] = value
+    return out
+
+
+def pins() -> dict[str, str]:
+    out = {}
+    for path in (ROOT / "requirements.txt", ROOT / "deploy" / "requirements-postgres.txt"):
+        for line in path.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                name, sep, version = line.partition("==")
+                assert sep, f"{path.name}: not an exact pin: {line!r}"
+                out[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return out
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    def one(match: re.Match) -> str:
+        name, op = match.group(1), match.group(2) or ""
+        if env.get(name):
+            return env[name]
+        return op[2:] if op.startswith(":-") else ""
+
+    return VAR_REF.sub(one, value).replace("$$", "$")
+
+
+def mounts(service: dict) -> list[tuple[str, str]]:
+    """(source, target) of every volume entry, short or long syntax."""
+    out = []
+    for entry in service.get("volumes", []):
+        if isinstance(entry, dict):
+            out.append((entry["source"], entry["target"]))
+        else:
+            source, target, *_ = entry.split(":")
+            out.append((source, target))
+    return out
+
+
+def is_bind(source: str) -> bool:
+    return source.startswith((".", "/", "~"))
+
+
+def mount_of(service: dict, path: str) -> tuple[str, str] | None:
+    """The mount a container path lies in (the deepest one)."""
+    found = [(s, t) for s, t in mounts(service) if path == t or path.startswith(t.rstrip("/") + "/")]
+    return max(found, key=lambda m: len(m[1]), default=None)
+
+
+def flink_properties(service: dict) -> dict[str, str]:
+    text = service["environment"]["FLINK_PROPERTIES"]
+    props = {}
+    for line in text.splitlines():
+        if line.strip():
+            # the image's entrypoint strips all blanks and splits at the first colon: no comments possible
+            assert "#" not in line, f"FLINK_PROPERTIES cannot hold comments: {line!r}"
+            key, _, value = line.partition(":")
+            props[key.strip()] = value.strip()
+    return props
+
+
+def image_of(service: dict) -> tuple[str, str]:
+    name, sep, tag = service["image"].rpartition(":")
+    assert sep and "/" not in tag, f"image {service['image']!r} has no tag"
+    return name, tag
+
+
+def test_every_service_is_there(services):
+    assert set(SERVICES) <= set(services), f"missing: {sorted(set(SERVICES) - set(services))}"
+
+
+def test_dependencies_exist_are_acyclic_and_healthchecked(services):
+    graph = {}
+    for name, service in services.items():
+        deps = service.get("depends_on") or {}
+        deps = {dep: {"condition": "service_started"} for dep in deps} if isinstance(deps, list) else deps
+        for dep, spec in deps.items():
+            assert dep in services, f"{name} depends on unknown service {dep}"
+            condition = spec.get("condition", "service_started")
+            assert condition in ("service_started", "service_healthy", "service_completed_successfully"), condition
+            if condition == "service_healthy":
+                assert "healthcheck" in services[dep], f"{name} waits for {dep} to be healthy, which has no healthcheck"
+        graph[name] = set(deps)
+    done: set[str] = set()
+    while graph.keys() - done:
+        ready = {n for n in graph.keys() - done if graph[n] <= done}
+        assert ready, f"dependency cycle among {sorted(graph.keys() - done)}"
+        done |= ready
+
+
+def test_bind_mounts_build_files_and_scripts_exist(compose, services):
+    declared = set(compose.get("volumes") or {})
+    for name, service in services.items():
+        for source, _ in mounts(service):
+            if is_bind(source):
+                assert (ROOT / source).exists(), f"{name}: bind mount of missing {source}"
+            else:
+                assert source in declared, f"{name}: volume {source} is not declared under volumes:"
+        if "build" in service:
+            context = ROOT / service["build"]["context"]
+            assert context.is_dir(), f"{name}: build context {context} missing"
+            assert (context / service["build"]["dockerfile"]).is_file(), f"{name}: Dockerfile missing"
+    for script in re.findall(r"/opt/ds2/deploy/([\w.-]+)", COMPOSE.read_text()):
+        assert (ROOT / "deploy" / script).is_file(), f"docker-compose.yaml runs deploy/{script}, which does not exist"
+
+
+def test_images_are_pinned(services):
+    for name, service in services.items():
+        assert "image" in service, f"{name} has no image"
+        _, tag = image_of(service)
+        assert tag != "latest" and re.match(r"\d+\.\d+", tag), f"{name}: image tag {tag!r} is not a pinned version"
+
+
+def test_airflow_image_matches_requirements(services):
+    airflow = pins()["apache-airflow"]
+    base = re.search(r"^FROM\s+apache/airflow:(\d+\.\d+\.\d+)-python(\d+\.\d+)\s*$", DOCKERFILE.read_text(), re.M)
+    assert base, "deploy/airflow.Dockerfile does not start from apache/airflow:<version>-python<x.y>"
+    assert base.group(1) == airflow, f"Dockerfile's Airflow {base.group(1)} != requirements.txt's {airflow}"
+    assert base.group(2) == "3.11"
+    assert '">=3.11' in (ROOT / "pyproject.toml").read_text()
+    for name in AIRFLOW_SERVICES:
+        service = services[name]
+        assert service["build"] == {"context": ".", "dockerfile": "deploy/airflow.Dockerfile"}, name
+        assert image_of(service)[1] == f"{airflow}-python3.11", name
+
+
+def test_spark_image_matches_pyspark(services):
+    versions = pins()
+    assert versions["pyspark"] == versions["pyspark-client"], "pyspark and pyspark-client must be pinned alike"
+    for name in ("spark-master", "spark-worker"):
+        image, tag = image_of(services[name])
+        assert image == "apache/spark", name
+        assert tag.split("-")[0] == versions["pyspark"], f"{name}: Spark {tag} != pyspark {versions['pyspark']}"
+        assert "java17" in tag, f"{name}: Java 17 like the driver (openjdk-17 in the Airflow image)"
+
+
+def test_flink_image_matches_local_flink(services):
+    flink_sh = re.search(r"^FLINK_VERSION=(\S+)$", (ROOT / "scripts" / "flink.sh").read_text(), re.M)
+    assert flink_sh
+    for name in ("flink-jobmanager", "flink-taskmanager"):
+        image, tag = image_of(services[name])
+        assert image == "flink" and tag == f"{flink_sh.group(1)}-java17", f"{name}: {image}:{tag}"
+        assert tag.startswith("2.3."), tag
+
+
+def test_postgres_is_16_with_a_healthcheck_and_a_volume(services):
+    service = services["postgres"]
+    image, tag = image_of(service)
+    assert image == "postgres" and re.match(r"16\.\d+", tag), tag
+    assert "pg_isready" in str(service["healthcheck"]["test"])
+    assert mount_of(service, "/var/lib/postgresql/data")[0] == "postgres-db"
+
+
+def test_variables_match_env_example(env_example):
+    text = COMPOSE.read_text()
+    used = {m.group(1) for m in VAR_REF.finditer(text)}
+    assert not BARE_REF.findall(text), "use ${VAR} (or $$ for a literal $) in docker-compose.yaml"
+    assert used - env_example.keys() == set(), f"used but not in .env.example: {sorted(used - env_example.keys())}"
+    assert env_example.keys() - used == set(), f"in .env.example but unused: {sorted(env_example.keys() - used)}"
+
+
+def test_secrets_are_required_and_only_placeholders(env_example):
+    text = COMPOSE.read_text()
+    for match in VAR_REF.finditer(text):
+        if SECRET_NAME.search(match.group(1)):
+            assert (match.group(2) or "").startswith(":?"), f"${{{match.group(1)}}} must fail when unset: ${{VAR:?message}}"
+    secrets = [name for name in env_example if SECRET_NAME.search(name)]
+    assert len(secrets) >= 5
+    for name in secrets:
+        assert env_example[name] == PLACEHOLDER, f".env.example: {name} must be the placeholder {PLACEHOLDER!r}"
+    for name, value in env_example.items():
+        assert not re.search(r"[A-Za-z0-9+/_=-]{32,}", value), f".env.example: {name} looks like a real secret"
+        if name.startswith("AIRFLOW_CONN_"):
+            fields = json.loads(value)
+            extra = fields.get("extra") or {}
+            assert not {"login", "password"} & fields.keys() and "token" not in extra, f"{name}: credentials in the example"
+
+
+def test_connections_point_at_the_compose_clusters(env_example, services):
+    flink = json.loads(env_example["AIRFLOW_CONN_FLINK_DEFAULT"])
+    assert flink == {"conn_type": "flink", "host": "flink-jobmanager", "port": 8081}
+    assert flink["host"] in services and "127.0.0.1:8081:8081" in services["flink-jobmanager"]["ports"]
+    spark = json.loads(env_example["AIRFLOW_CONN_SPARK_DS2"])
+    assert spark == {"conn_type": "spark", "host": "spark://spark-master", "port": 7077}
+    master = services["spark-master"]["command"]
+    assert master[master.index("--host") + 1] == "spark-master" and master[master.index("--port") + 1] == "7077"
+    assert "spark://spark-master:7077" in services["spark-worker"]["command"]
+    for name in AIRFLOW_SERVICES:
+        env = services[name]["environment"]
+        for var in ("AIRFLOW_CONN_FLINK_DEFAULT", "AIRFLOW_CONN_SPARK_DS2"):
+            assert env[var].startswith(f"${{{var}:?"), f"{name}: {var}"
+
+
+def test_airflow_services_share_the_project_setup(services, env_example):
+    commands = {"airflow-apiserver": "api-server", "airflow-scheduler": "scheduler",
+                "airflow-dag-processor": "dag-processor", "airflow-triggerer": "triggerer"}  # fmt: skip
+    first = services[AIRFLOW_SERVICES[0]]
+    for name in AIRFLOW_SERVICES:
+        service = services[name]
+        assert mounts(service) == mounts(first) and service["user"] == first["user"], f"{name}: not from x-airflow-common"
+        if name in commands:
+            assert service["command"] == commands[name]
+        env = {key: interpolate(str(value), env_example) for key, value in service["environment"].items()}
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "false"
+        sql = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        assert re.fullmatch(r"postgresql\+psycopg2://[^:@/]+:[^@/]+@postgres:5432/\w+", sql), f"{name}: {sql}"
+        assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+        for folder in ("dags", "plugins"):
+            target = env[f"AIRFLOW__CORE__{folder.upper()}_FOLDER"]
+            assert (f"./{folder}", target) in mounts(service), f"{name}: {folder} folder {target} is not ./{folder}"
+        for folder in ("include", "spark_jobs", "bin", "conf"):
+            assert (f"./{folder}", f"/opt/ds2/{folder}") in mounts(service), f"{name}: ./{folder} not mounted"
+        assert env["DS2_DATA_DIR"] == DATA_DIR and mount_of(service, DATA_DIR) == ("ds2-data", DATA_DIR), name
+        assert mount_of(service, env["DS2_JOBS_CONFIG"]) == ("./include", "/opt/ds2/include"), name
+        assert mount_of(service, env["SPARK_CONF_DIR"])[0] == "./conf"
+    init = (ROOT / "deploy" / "init-airflow.sh").read_text()
+    assert services["airflow-init"]["command"] == ["bash", "/opt/ds2/deploy/init-airflow.sh"]
+    assert 0 <= init.index("airflow db migrate") < init.index("python -m ds2_airflow.bootstrap")
+    for name in AIRFLOW_SERVICES[1:]:
+        assert services[name]["depends_on"]["airflow-init"] == {"condition": "service_completed_successfully"}
+
+
+def test_dockerfile_installs_the_project():
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^COPY .*\brequirements\.txt\b.*deploy/requirements-postgres\.txt /opt/ds2/$", text, re.M)
+    assert re.search(r"pip install [^\n]*\\\n\s+-r /opt/ds2/requirements\.txt -r /opt/ds2/requirements-postgres\.txt", text)
+    assert "openjdk-17-jre-headless" in text
+    assert re.search(r"pip install --no-cache-dir --no-deps -e /opt/ds2$", text, re.M)
+    versions = pins()
+    assert versions.get("psycopg2-binary") and versions.get("asyncpg"), "the PostgreSQL drivers must be pinned"
+    ignore = DOCKERIGNORE.read_text().splitlines()
+    assert "*" in ignore, f"{DOCKERIGNORE.name} must exclude everything by default (.venv, data/, build/ are large)"
+    for source in re.findall(r"^COPY --chown=\S+ (.+) \S+$", text, re.M):
+        for path in source.split():
+            top = path.split("/")[0]
+            assert (ROOT / path).exists(), f"Dockerfile copies missing {path}"
+            assert f"!{top}" in ignore, f"{top} is kept out of the build context by {DOCKERIGNORE.name}"
+    packages = re.search(r"where = \[(.*?)\]", (ROOT / "pyproject.toml").read_text())
+    for package_root in re.findall(r'"([^"]+)"', packages.group(1)):
+        assert f"COPY --chown=airflow:0 {package_root} /opt/ds2/{package_root}" in text
+
+
+def test_flink_reporter_debloat_and_shared_savepoints(services):
+    airflow = services["airflow-scheduler"]
+    for name in ("flink-jobmanager", "flink-taskmanager"):
+        service = services[name]
+        props = flink_properties(service)
+        assert props["metrics.reporter.prom.factory.class"] == "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
+        assert props["metrics.reporter.prom.port"] == "9249" and "9249" in service["expose"]
+        assert props["jobmanager.rpc.address"] == "flink-jobmanager"
+        assert props["taskmanager.network.memory.buffer-debloat.enabled"] == "true"
+        for key in ("execution.checkpointing.dir", "execution.checkpointing.savepoint-dir", "web.upload.dir"):
+            path = props[key].removeprefix("file://")
+            assert mount_of(service, path), f"{name}: {key} {path} is not on a volume"
+        savepoints = props["execution.checkpointing.savepoint-dir"].removeprefix("file://")
+        assert savepoints == f"{DATA_DIR}/savepoints"  # the jobs config's default: DS2_DATA_DIR/savepoints
+        assert mount_of(service, savepoints) == mount_of(airflow, savepoints) == ("ds2-data", DATA_DIR)
+
+
+def test_spark_executors_share_the_store_with_the_driver(services):
+    worker, scheduler = services["spark-worker"], services["airflow-scheduler"]
+    assert mount_of(worker, DATA_DIR) == ("ds2-data", DATA_DIR)
+    assert worker["user"] == scheduler["user"], "executors write files the driver renames: same uid"
+    assert scheduler["hostname"] == scheduler["environment"]["SPARK_LOCAL_HOSTNAME"] == "airflow-scheduler"
+
+
+def test_published_ports_bind_loopback(services):
+    published = []
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            if isinstance(port, dict):
+                host_ip = port.get("host_ip")
+            else:
+                parts = str(port).split(":")
+                host_ip = parts[0] if len(parts) == 3 else None
+            assert host_ip == "127.0.0.1", f"{name}: port {port} is not bound to 127.0.0.1"
+            published.append(name)
+    assert {"airflow-apiserver", "flink-jobmanager", "spark-master"} <= set(published)
