@@ -253,6 +253,11 @@ def _path(value: str) -> Path:
     return path if path.is_absolute() else PROJECT_ROOT / path
 
 
+def _savepoint_dir(value: str) -> str:
+    """A URI (file://, s3://, ...) as given; a path made absolute against the project root."""
+    return value if "://" in value else str(_path(value))
+
+
 def _bounds(f: _Fields, key: str) -> dict[str, int]:
     out = {}
     for op, n in f.mapping(key).items():
@@ -316,7 +321,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
     try:
         deployment = JobDeployment(
             job_name=flink_job_name,
-            savepoint_dir=str(_path(f.text("savepoint_dir", str(data_dir() / "savepoints")))),
+            savepoint_dir=_savepoint_dir(f.text("savepoint_dir", str(data_dir() / "savepoints"))),
             parallelism_args=f.mapping("parallelism_args"),
             base_args=f.strings("base_args"),
             jar_path=_path(jar) if jar else None,

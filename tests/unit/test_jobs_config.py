@@ -96,3 +96,11 @@ def test_durations_and_epochs():
     epoch = job.epoch_of(end)
     assert job.epoch_start(epoch + 1) == end and job.epoch_start(epoch) == end - timedelta(seconds=30)
     assert job.epoch_of(end + timedelta(seconds=29.9)) == epoch  # a run that starts late still decides its epoch
+
+
+def test_paths():
+    job = one(savepoint_dir="file:///flink/savepoints")
+    assert job.deployment.savepoint_dir == "file:///flink/savepoints"
+    job = one(savepoint_dir="data/sp")
+    assert job.deployment.savepoint_dir.endswith("/data/sp") and job.deployment.savepoint_dir.startswith("/")
+    assert str(job.deployment.jar_path).startswith("/") and str(job.deployment.jar_path).endswith("build/ds2-testjob.jar")
