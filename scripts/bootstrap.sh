@@ -14,11 +14,15 @@ need_java() {
   major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
   [ "${major:-0}" -lt 17 ]
 }
-# Debian packages: a JDK (Spark and Flink run on it; the Flink test job is compiled with javac)
-# and curl (scripts/flink.sh polls the REST API with it).
+have_deb() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+# Debian packages: a JDK (Spark and Flink run on it; the Flink test job is compiled with javac),
+# curl (scripts/flink.sh and scripts/airflow.sh poll REST APIs with it), chromium and a font
+# (scripts/screenshot.py: headless screenshots of the Airflow UI).
 packages=()
 need_java && packages+=(openjdk-17-jdk-headless)
 command -v curl >/dev/null 2>&1 || packages+=(curl)
+[ -x /usr/bin/chromium ] || packages+=(chromium)
+have_deb fonts-dejavu-core || packages+=(fonts-dejavu-core)
 if [ ${#packages[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${packages[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); else SUDO=(); fi

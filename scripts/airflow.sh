@@ -1,0 +1,498 @@
+#!/usr/bin/env bash
+# A local Apache Airflow 3.3 (SQLite, LocalExecutor, loopback only) for development, the demo and
+# integration tests: api-server, scheduler, dag-processor and triggerer as separate processes.
+#
+#   scripts/airflow.sh up        migrate the DB, run ds2_airflow.bootstrap (when it exists), start the
+#                                four processes, wait until /api/v2/monitor/health is all healthy
+#   scripts/airflow.sh down      stop the processes this instance started (SIGTERM, then SIGKILL)
+#   scripts/airflow.sh status    exit 0 running and healthy, 3 stopped, 1 running but not healthy
+#   scripts/airflow.sh env       print the exports of this instance: eval "$(scripts/airflow.sh env)"
+#                                then run 'airflow ...' CLI commands against the same home
+#   scripts/airflow.sh token     print a JWT for the admin user (POST /auth/token)
+#
+# Environment: AIRFLOW_HOME (data/airflow: one instance, SQLite DB, logs, pid files; tests use
+# their own), AIRFLOW_PORT (8080), AIRFLOW_DAGS_FOLDER (dags/), AIRFLOW_PLUGINS_FOLDER (plugins/),
+# AIRFLOW_PARALLELISM (4), AIRFLOW_ALL_ADMINS (0; 1: no login, everyone is admin, as headless
+# screenshots need), AIRFLOW_START_TIMEOUT (120 s), AIRFLOW_STOP_TIMEOUT (30 s), FLINK_REST_PORT
+# (8081, for the default flink_default connection). Users: admin/admin (SimpleAuthManager).
+# Passed through to every process and recorded for 'env': AIRFLOW__*, AIRFLOW_CONN_*, AIRFLOW_VAR_*
+# and DS2_* from the caller (the settings that define the instance cannot be overridden).
+# Defaults when unset: AIRFLOW_CONN_FLINK_DEFAULT (127.0.0.1:FLINK_REST_PORT), AIRFLOW_CONN_SPARK_DS2
+# (local[*]). The virtual environment's bin comes first on PATH (SparkSubmitHook runs 'spark-submit').
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV_BIN=$ROOT/.venv/bin
+PYTHON=$VENV_BIN/python
+AIRFLOW=$VENV_BIN/airflow
+
+HOME_DIR=$(realpath -m "${AIRFLOW_HOME:-$ROOT/data/airflow}")
+LOG_DIR=$HOME_DIR/logs
+PID_DIR=$HOME_DIR/pids
+INSTANCE_ENV=$HOME_DIR/ds2-airflow.env # the exports of the running instance (written by 'up')
+SECRETS=$HOME_DIR/ds2-secrets.env      # JWT, API and Fernet keys: shared by all processes, kept
+PASSWORDS=$HOME_DIR/simple_auth_manager_passwords.json
+
+PORT=${AIRFLOW_PORT:-8080}
+DAGS_FOLDER=${AIRFLOW_DAGS_FOLDER:-$ROOT/dags}
+PLUGINS_FOLDER=${AIRFLOW_PLUGINS_FOLDER:-$ROOT/plugins}
+PARALLELISM=${AIRFLOW_PARALLELISM:-4}
+ALL_ADMINS=${AIRFLOW_ALL_ADMINS:-0}
+START_TIMEOUT=${AIRFLOW_START_TIMEOUT:-120}
+STOP_TIMEOUT=${AIRFLOW_STOP_TIMEOUT:-30}
+FLINK_PORT=${FLINK_REST_PORT:-8081}
+ADMIN_USER=admin
+ADMIN_PASSWORD=admin
+COMPONENTS=(api-server scheduler dag-processor triggerer)
+
+log() { echo "airflow.sh: $*" >&2; }
+die() {
+  echo "airflow.sh: error: $*" >&2
+  exit 1
+}
+
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+for v in PORT PARALLELISM START_TIMEOUT STOP_TIMEOUT FLINK_PORT; do
+  is_uint "${!v}" || die "$v must be a number, got '${!v}'"
+done
+case $ALL_ADMINS in 0 | 1) ;; *) die "AIRFLOW_ALL_ADMINS must be 0 or 1, got '$ALL_ADMINS'" ;; esac
+
+now_ms() { date +%s%3N; }
+secs_since() { # $1 = start in ms -> "12.3"
+  local d=$(($(now_ms) - $1))
+  printf '%d.%d' $((d / 1000)) $((d % 1000 / 100))
+}
+
+need_python() {
+  [ -x "$AIRFLOW" ] || die "$AIRFLOW is missing: run 'make setup' first"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the instance's environment
+
+# Generated once per AIRFLOW_HOME: every process must sign and check JWTs with the same key, and
+# the Fernet key must outlive restarts (it encrypts connections stored in the DB).
+ensure_secrets() {
+  [ -s "$SECRETS" ] && return 0
+  need_python
+  (
+    umask 077
+    "$PYTHON" - >"$SECRETS.tmp" <<'PY'
+import secrets
+
+from cryptography.fernet import Fernet
+
+print(f"AIRFLOW__API_AUTH__JWT_SECRET={secrets.token_urlsafe(48)}")
+print(f"AIRFLOW__API__SECRET_KEY={secrets.token_urlsafe(32)}")
+print(f"AIRFLOW__CORE__FERNET_KEY={Fernet.generate_key().decode()}")
+PY
+  )
+  mv "$SECRETS.tmp" "$SECRETS"
+}
+
+squote() { # a value in single quotes, for bash
+  local q="'\\''"
+  printf "'%s'" "${1//\'/$q}"
+}
+
+# Writes INSTANCE_ENV: "export K=V" lines (quoted for bash) that 'up' sources and 'env' prints.
+write_instance_env() {
+  ensure_secrets
+  local -A vals=()
+  local k line
+  # The caller's settings first ...
+  while IFS= read -r k; do
+    vals[$k]=${!k}
+  done < <(compgen -e | grep -E '^(AIRFLOW__|AIRFLOW_CONN_|AIRFLOW_VAR_|DS2_)' || true)
+  # ... our defaults where the caller has none ...
+  local admins=False
+  [ "$ALL_ADMINS" = 1 ] && admins=True
+  local -A defaults=(
+    [AIRFLOW__CORE__PARALLELISM]=$PARALLELISM
+    [AIRFLOW__CORE__LOAD_EXAMPLES]=False
+    [AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION]=False
+    [AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL]=10
+    [AIRFLOW__API__WORKERS]=1
+    [AIRFLOW_CONN_FLINK_DEFAULT]="{\"conn_type\":\"flink\",\"host\":\"127.0.0.1\",\"port\":$FLINK_PORT}"
+    [AIRFLOW_CONN_SPARK_DS2]='{"conn_type":"spark","host":"local[*]"}'
+  )
+  for k in "${!defaults[@]}"; do
+    [ -n "${vals[$k]+set}" ] || vals[$k]=${defaults[$k]}
+  done
+  # ... and the settings that define the instance, always ours (a caller's value is ignored).
+  local base=http://127.0.0.1:$PORT
+  vals[AIRFLOW__CORE__EXECUTOR]=LocalExecutor
+  vals[AIRFLOW__DATABASE__SQL_ALCHEMY_CONN]=sqlite:///$HOME_DIR/airflow.db
+  vals[AIRFLOW__CORE__DAGS_FOLDER]=$DAGS_FOLDER
+  vals[AIRFLOW__CORE__PLUGINS_FOLDER]=$PLUGINS_FOLDER
+  vals[AIRFLOW__API__HOST]=127.0.0.1
+  vals[AIRFLOW__API__PORT]=$PORT
+  vals[AIRFLOW__API__BASE_URL]=$base
+  vals[AIRFLOW__CORE__EXECUTION_API_SERVER_URL]=$base/execution/
+  vals[AIRFLOW__CORE__AUTH_MANAGER]=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
+  vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS]=$ADMIN_USER:admin
+  vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE]=$PASSWORDS
+  vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS]=$admins
+  while IFS= read -r line; do
+    [ -n "$line" ] && vals[${line%%=*}]=${line#*=}
+  done <"$SECRETS"
+  vals[SPARK_LOCAL_IP]=127.0.0.1
+  vals[AIRFLOW_HOME]=$HOME_DIR
+  (
+    umask 077
+    {
+      echo "# scripts/airflow.sh: the environment of the Airflow instance in $HOME_DIR"
+      for k in $(printf '%s\n' "${!vals[@]}" | sort); do
+        printf 'export %s=%s\n' "$k" "$(squote "${vals[$k]}")"
+      done
+      printf 'export PATH=%q:"$PATH"\n' "$VENV_BIN"
+    } >"$INSTANCE_ENV.tmp"
+  )
+  mv "$INSTANCE_ENV.tmp" "$INSTANCE_ENV"
+  # SimpleAuthManager keeps passwords in this file (it only adds missing users).
+  (
+    umask 077
+    printf '{"%s": "%s"}\n' "$ADMIN_USER" "$ADMIN_PASSWORD" >"$PASSWORDS"
+  )
+}
+
+# The port of the instance as recorded by 'up' (the caller's AIRFLOW_PORT may differ).
+recorded_port() {
+  [ -f "$INSTANCE_ENV" ] && sed -n "s/^export AIRFLOW__API__PORT='\\{0,1\\}\\([0-9]*\\)'\\{0,1\\}\$/\\1/p" "$INSTANCE_ENV" | head -n1
+}
+
+load_instance_env() {
+  # shellcheck disable=SC1090
+  source "$INSTANCE_ENV"
+  PORT=$AIRFLOW__API__PORT
+  BASE_URL=$AIRFLOW__API__BASE_URL
+}
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+# The start time of a live process (clock ticks since boot: a recycled pid differs); fails for a
+# process that is gone or a zombie.
+proc_start() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat
+  [ "$1" != Z ] || return 1
+  echo "${20}"
+}
+
+# The pid of a component when it still runs as the process we started (pid and start time as
+# written in its pid file); nothing otherwise, so a recycled pid is never signalled.
+component_pid() {
+  local f=$PID_DIR/$1.pid pid start now
+  [ -f "$f" ] || return 0
+  read -r pid start <"$f" || true
+  is_uint "${pid:-}" && is_uint "${start:-}" || return 0
+  now=$(proc_start "$pid") || return 0
+  [ "$now" = "$start" ] && echo "$pid"
+  return 0
+}
+
+our_daemons() { # "<pid> <component>" per running component
+  local c pid
+  for c in "${COMPONENTS[@]}"; do
+    pid=$(component_pid "$c")
+    [ -n "$pid" ] && echo "$pid $c"
+  done
+  return 0
+}
+
+running_count() { our_daemons | wc -l; }
+
+# A whole process group (the component and the children it forked) has exited. Zombies count as
+# gone: the components are orphans once 'up' returns, and some inits reap them late.
+group_gone() {
+  ! ps -eo pgid=,stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'
+}
+
+# ---------------------------------------------------------------------------------------------
+# REST
+
+health_json() { curl -s --max-time 3 "http://127.0.0.1:$PORT/api/v2/monitor/health"; }
+
+api_answers() { curl -s -o /dev/null --max-time 3 "http://127.0.0.1:$PORT/api/v2/monitor/health"; }
+
+# Reads a health body on stdin; exit 0 when all four are healthy, else prints what is not. With $1
+# (epoch seconds), a component's heartbeat must also be at least that recent: the health endpoint
+# reads heartbeats from the DB, where those of the previous run still look healthy for a while.
+health_check() {
+  "$PYTHON" -c '
+import json, sys
+from datetime import datetime
+since = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+try:
+    h = json.load(sys.stdin)
+except ValueError:
+    print("no JSON from the health endpoint"); sys.exit(1)
+bad = []
+for k in ("metadatabase", "scheduler", "dag_processor", "triggerer"):
+    c = h.get(k) or {}
+    beat = c.get(f"latest_{k}_heartbeat")
+    st = c.get("status")
+    if st != "healthy":
+        bad.append(f"{k}={st}")
+    elif since and beat and datetime.fromisoformat(beat).timestamp() < since:
+        bad.append(f"{k}=starting")
+print(", ".join(bad)); sys.exit(1 if bad else 0)' "$@"
+}
+
+log_tail() {
+  local c f
+  for c in "$@"; do
+    f=$LOG_DIR/$c.log
+    [ -s "$f" ] || continue
+    echo "----- last lines of $f" >&2
+    tail -n 25 "$f" >&2
+  done
+}
+
+wait_healthy() { # $1: epoch seconds the components were started (0: any heartbeat will do)
+  local since=${1:-0} deadline=$(($(date +%s) + START_TIMEOUT)) body why c
+  while :; do
+    for c in "${COMPONENTS[@]}"; do
+      if [ -z "$(component_pid "$c")" ]; then
+        log_tail "$c"
+        log "$c exited during start-up (log: $LOG_DIR/$c.log)"
+        return 1
+      fi
+    done
+    if body=$(health_json) && why=$(health_check "$since" <<<"$body"); then
+      return 0
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log_tail "${COMPONENTS[@]}"
+      log "not healthy after $START_TIMEOUT s (${why:-no answer from http://127.0.0.1:$PORT})"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# ---------------------------------------------------------------------------------------------
+# up / down / status / env / token
+
+start_component() {
+  local c=$1 args=() pid pgid start
+  case $c in
+    api-server) args=(api-server --host 127.0.0.1 --port "$PORT") ;;
+    # LocalExecutor: the api-server reads task logs from the local files, so the log servers
+    # (which would bind every interface on fixed ports) are not started.
+    scheduler | triggerer) args=("$c" --skip-serve-logs) ;;
+    *) args=("$c") ;;
+  esac
+  echo "===== $(date -Is) airflow ${args[*]}" >>"$LOG_DIR/$c.log"
+  # A session (and process group) of its own: the component outlives the terminal, make or test
+  # that started it, and 'down' can signal the group it forks. Non-interactive bash runs background
+  # jobs in its own process group, so setsid does not fork and $! is the component's pid.
+  setsid "$AIRFLOW" "${args[@]}" </dev/null >>"$LOG_DIR/$c.log" 2>&1 &
+  pid=$!
+  start=$(proc_start "$pid") || die "$c exited at once (log: $LOG_DIR/$c.log)"
+  echo "$pid $start" >"$PID_DIR/$c.pid"
+  pgid=$(ps -o pgid= -p "$pid" | tr -d ' ')
+  [ "$pgid" = "$pid" ] || log "warning: $c (pid $pid) is not a process group leader (pgid $pgid)"
+}
+
+run_bootstrap() {
+  if "$PYTHON" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("ds2_airflow.bootstrap") is None)' 2>/dev/null; then
+    log "running ds2_airflow.bootstrap (pools, connections)"
+    "$PYTHON" -m ds2_airflow.bootstrap >>"$LOG_DIR/bootstrap.log" 2>&1 || {
+      log_tail bootstrap
+      die "ds2_airflow.bootstrap failed (log: $LOG_DIR/bootstrap.log)"
+    }
+  fi
+}
+
+cmd_up() {
+  [ $# -eq 0 ] || die "up takes no arguments"
+  need_python
+  command -v curl >/dev/null 2>&1 || die "curl is missing (make setup installs it)"
+  mkdir -p "$LOG_DIR" "$PID_DIR"
+  local n t0 c since missing=()
+  n=$(running_count)
+  if [ "$n" -gt 0 ]; then
+    local was
+    was=$(recorded_port)
+    [ -n "${AIRFLOW_PORT:-}" ] && [ "$AIRFLOW_PORT" != "$was" ] &&
+      log "note: the instance in $HOME_DIR already runs on port $was (AIRFLOW_PORT=$AIRFLOW_PORT ignored)"
+    local want_dags=$DAGS_FOLDER want_admins=False
+    [ "$ALL_ADMINS" = 1 ] && want_admins=True
+    load_instance_env
+    [ "$want_dags" != "$AIRFLOW__CORE__DAGS_FOLDER" ] &&
+      log "note: the running instance reads DAGs from $AIRFLOW__CORE__DAGS_FOLDER ('down' first to change it)"
+    [ "$want_admins" != "$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS" ] &&
+      log "note: the running instance has all-admins $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS ('down' first to change it)"
+    for c in "${COMPONENTS[@]}"; do
+      [ -n "$(component_pid "$c")" ] || missing+=("$c")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+      wait_healthy || die "running but not healthy (see $LOG_DIR)"
+      log "already running at $BASE_URL (pids $(our_daemons | cut -d' ' -f1 | tr '\n' ' ' | sed 's/ $//'))"
+      return 0
+    fi
+    log "restarting the stopped component(s): ${missing[*]}"
+    since=$(date +%s)
+    for c in "${missing[@]}"; do start_component "$c"; done
+    wait_healthy "$since" || die "not healthy (see $LOG_DIR)"
+    log "Airflow up at $BASE_URL"
+    return 0
+  fi
+  if api_answers; then
+    die "something else answers on http://127.0.0.1:$PORT (not started from $HOME_DIR): stop it or set AIRFLOW_PORT"
+  fi
+  [ -d "$DAGS_FOLDER" ] || die "AIRFLOW_DAGS_FOLDER $DAGS_FOLDER is not a folder"
+  t0=$(now_ms)
+  write_instance_env
+  load_instance_env
+  rm -f "$PID_DIR"/*.pid
+  log "migrating the metadata DB ($HOME_DIR/airflow.db)"
+  "$AIRFLOW" db migrate >>"$LOG_DIR/db-migrate.log" 2>&1 || {
+    log_tail db-migrate
+    die "airflow db migrate failed (log: $LOG_DIR/db-migrate.log)"
+  }
+  run_bootstrap
+  since=$(date +%s)
+  for c in "${COMPONENTS[@]}"; do start_component "$c"; done
+  if ! wait_healthy "$since"; then
+    log "stopping what was started"
+    cmd_down || true
+    die "Airflow did not come up (logs in $LOG_DIR)"
+  fi
+  log "Airflow up at $BASE_URL in $(secs_since "$t0") s (pids $(our_daemons | cut -d' ' -f1 | tr '\n' ' ' | sed 's/ $//') in $PID_DIR)"
+  if [ "$ALL_ADMINS" = 1 ]; then
+    log "UI: $BASE_URL (no login: everyone is admin); API token: scripts/airflow.sh token"
+  else
+    log "UI: $BASE_URL  user: $ADMIN_USER  password: $ADMIN_PASSWORD"
+  fi
+  log "CLI against this instance: eval \"\$(scripts/airflow.sh env)\"; airflow dags list"
+}
+
+cmd_down() {
+  [ $# -eq 0 ] || die "down takes no arguments"
+  local daemons pids=() names=() pid c
+  daemons=$(our_daemons)
+  if [ -z "$daemons" ]; then
+    rm -f "$PID_DIR"/*.pid 2>/dev/null || true
+    log "not running"
+    return 0
+  fi
+  while read -r pid c; do
+    pids+=("$pid")
+    names+=("$c")
+  done <<<"$daemons"
+  local t0 deadline left
+  t0=$(now_ms)
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  deadline=$(($(date +%s) + STOP_TIMEOUT))
+  while :; do
+    # Each component is the leader of its own group: wait for the leader and what it forked.
+    left=()
+    for pid in "${pids[@]}"; do
+      group_gone "$pid" || left+=("$pid")
+    done
+    [ ${#left[@]} -eq 0 ] && break
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log "still running after $STOP_TIMEOUT s, killing the process groups: ${left[*]}"
+      for pid in "${left[@]}"; do
+        kill -KILL -- "-$pid" 2>/dev/null || true
+      done
+      sleep 1
+      for pid in "${left[@]}"; do
+        group_gone "$pid" || die "could not stop process group $pid"
+      done
+      break
+    fi
+    sleep 0.2
+  done
+  rm -f "$PID_DIR"/*.pid
+  log "stopped ${names[*]} (pids ${pids[*]}) in $(secs_since "$t0") s"
+}
+
+cmd_status() {
+  [ $# -eq 0 ] || die "status takes no arguments"
+  local daemons body why
+  daemons=$(our_daemons)
+  if [ -z "$daemons" ]; then
+    PORT=$(recorded_port || true)
+    PORT=${PORT:-${AIRFLOW_PORT:-8080}}
+    echo "airflow: stopped (home $HOME_DIR, http://127.0.0.1:$PORT)"
+    if api_answers; then
+      echo "note: something not started from $HOME_DIR answers on http://127.0.0.1:$PORT"
+    fi
+    return 3
+  fi
+  load_instance_env
+  echo "home: $HOME_DIR"
+  echo "url: $BASE_URL"
+  echo "pids: $(echo "$daemons" | sed 's/^\([0-9]*\) \(.*\)$/\2 \1/' | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
+  local n
+  n=$(echo "$daemons" | wc -l)
+  if [ "$n" -lt ${#COMPONENTS[@]} ]; then
+    echo "airflow: only $n of ${#COMPONENTS[@]} components running ('scripts/airflow.sh up' restarts the others)"
+    return 1
+  fi
+  if ! body=$(health_json); then
+    echo "airflow: processes running but $BASE_URL does not answer (starting, or unhealthy: see $LOG_DIR)"
+    return 1
+  fi
+  if ! why=$(health_check <<<"$body"); then
+    echo "airflow: running, not healthy: $why"
+    return 1
+  fi
+  echo "airflow: running, healthy"
+  return 0
+}
+
+cmd_env() {
+  [ $# -eq 0 ] || die "env takes no arguments"
+  if [ -z "$(our_daemons)" ] || [ ! -f "$INSTANCE_ENV" ]; then
+    # Not running: what 'up' would use with the current environment.
+    mkdir -p "$LOG_DIR" "$PID_DIR"
+    write_instance_env
+  fi
+  cat "$INSTANCE_ENV"
+}
+
+cmd_token() {
+  [ $# -eq 0 ] || die "token takes no arguments"
+  [ -n "$(our_daemons)" ] || die "not running (home $HOME_DIR): 'scripts/airflow.sh up' first"
+  load_instance_env
+  local body
+  body=$(curl -sf --max-time 10 -H 'Content-Type: application/json' \
+    -d "{\"username\":\"$ADMIN_USER\",\"password\":\"$ADMIN_PASSWORD\"}" "$BASE_URL/auth/token") ||
+    die "POST $BASE_URL/auth/token failed"
+  "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' <<<"$body"
+}
+
+usage() {
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+}
+
+main() {
+  [ $# -ge 1 ] || {
+    usage
+    exit 2
+  }
+  local cmd=$1
+  shift
+  case $cmd in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    status) cmd_status "$@" ;;
+    env) cmd_env "$@" ;;
+    token) cmd_token "$@" ;;
+    -h | --help | help) usage ;;
+    *)
+      usage
+      die "unknown command '$cmd'"
+      ;;
+  esac
+}
+
+main "$@"
