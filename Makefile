@@ -4,14 +4,28 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
-.PHONY: setup demo test test-fast lint bench clean flink-install flink-up flink-up-adaptive flink-down flink-status flink-job
+.PHONY: setup demo demo-ui offline test test-fast lint bench bench-dag clean up down flink-install flink-up flink-up-adaptive flink-down \
+	flink-status flink-job airflow-up airflow-down airflow-status
 
 setup:
 	@scripts/bootstrap.sh
 
-## The main job at this stage: the offline DS2 policy (Spark) on the bundled wordcount example.
+## The main job: the autoscaler in a closed loop (local Flink + Airflow scheduler + Spark), ~9 min.
 demo: setup
+	$(PY) scripts/ds2_local.py demo
+## The same, leaving Airflow (admin/admin) and Flink running afterwards; `make down` stops them.
+demo-ui: setup
+	$(PY) scripts/ds2_local.py demo --keep-ui
+
+## The offline DS2 policy (Spark) on the bundled wordcount example.
+offline: setup
 	bin/ds2-policy --topology $(EXAMPLE)/flink_wordcount_topology.csv --rates $(EXAMPLE)/flink_rates.log --table
+
+## Local Flink (8081, test job running) + Airflow (8080, admin/admin) for the jobs in include/jobs.yaml.
+up: setup
+	$(PY) scripts/ds2_local.py up
+down:
+	$(PY) scripts/ds2_local.py down
 
 ## Everything CI runs: lint, unit tests, Spark tests.
 test: setup
@@ -27,6 +41,8 @@ lint: setup
 
 bench: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(PY) benchmarks/bench_policy.py
+bench-dag: setup
+	$(PY) benchmarks/bench_dag.py
 
 ## Local Flink 2.3 (from the PyPI wheels, loopback only) and the scalable test job.
 flink-install: setup
@@ -42,6 +58,16 @@ flink-status:
 flink-job: setup
 	scripts/flink.sh build-job
 
+## Local Airflow alone (scripts/airflow.sh: SQLite, loopback, admin/admin).
+airflow-up: setup
+	scripts/airflow.sh up
+airflow-down:
+	scripts/airflow.sh down
+airflow-status:
+	scripts/airflow.sh status
+
 clean:
+	-$(PY) scripts/ds2_local.py down
+	-scripts/airflow.sh down
 	-scripts/flink.sh down
 	rm -rf data build .pytest_cache .ruff_cache

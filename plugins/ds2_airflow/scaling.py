@@ -97,9 +97,10 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
 
 
 def _failed_tasks(context: Any) -> list[str]:
+    """Tasks of this run that failed themselves (not those skipped because an upstream task failed)."""
     ti = context["ti"]
     states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id]).get(ti.run_id, {})
-    return sorted(t for t, s in states.items() if s in ("failed", "upstream_failed") and t != ti.task_id)
+    return sorted(t for t, s in states.items() if s == "failed" and t != ti.task_id)
 
 
 def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
@@ -125,6 +126,9 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
         how = "no answer in time, the configured default applied" if answer.get("timed_out") else f"by {approved_by}"
         message = f"rejected ({how}): {plan.summary if plan else ''}"
         row = audit.action_row(job.name, epoch, outcome="rejected", message=message, approved_by=approved_by, **common)
+    elif "approve" in failed:
+        message = f"the approval task failed (see its log); nothing was rescaled: {plan.summary if plan else ''}"
+        row = audit.action_row(job.name, epoch, outcome="skipped", message=message, **common)
     elif "rescale" in failed:
         message = f"the rescale task failed before reporting a result (see its log): {plan.summary if plan else ''}"
         row = audit.action_row(job.name, epoch, outcome=audit.TASK_FAILED, message=message, approved_by=approved_by, **common)

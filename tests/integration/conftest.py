@@ -110,3 +110,7 @@ def clean_flink(flink) -> Iterator[FlinkCluster]:
 # The under-provisioned start of the reference: 20,000 rec/s, Count at 175 µs per record
 # sustains ~5,660 rec/s per instance, so DS2 should ask for 4.
 UNDERPROVISIONED = ["--rate", "20000", "--count-wait-us", "175", "--count-parallelism", "1"]
+
+
+# A real local Airflow (api-server, scheduler, dag-processor, triggerer) per test session.
+from tests.integration.airflow_fixtures import airflow_server_factory, airflow_services  # noqa: E402, F401

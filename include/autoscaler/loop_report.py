@@ -1,0 +1,224 @@
+"""What a closed-loop run did, epoch by epoch, read back from the store: table, figures, chart.
+
+Everything comes from the three tables (metrics, decisions, actions), so the same report can be
+made for any job and any stretch of time, not only for the demo:
+
+- per epoch: the sources' target rate (what they want to emit) and achieved rate, the sources'
+  back-pressure, every operator's parallelism, and what the autoscaler did and why;
+- per load phase: rescales until converged (DS2's goal: one), oscillations after it (rescales
+  once the rate was sustained), time from the load change to the rate sustained, and
+  over-provisioning against the smallest parallelism that sustains the rate at the measured
+  capacity per instance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from autoscaler.schemas import ACTIONS, DECISIONS, METRICS
+from autoscaler.store import read_epochs
+
+SUSTAINED = 0.95  # achieved >= 95 % of the target rate ...
+MAX_BACKPRESSURE = 0.10  # ... with the sources back-pressured at most 10 % of the window
+
+
+@dataclass
+class EpochRow:
+    epoch: int
+    end: datetime
+    target_rate: float
+    achieved_rate: float
+    backpressure: float  # max over source instances, fraction of the window
+    parallelism: dict[str, int]
+    outcome: str = ""
+    message: str = ""
+    new_parallelism: dict[str, int] = field(default_factory=dict)
+    rescaled_at: datetime | None = None
+    downtime_s: float | None = None
+    warmup: bool = False
+
+    @property
+    def sustained(self) -> bool:
+        enough = self.achieved_rate >= SUSTAINED * self.target_rate
+        return self.target_rate > 0 and enough and self.backpressure <= MAX_BACKPRESSURE
+
+
+@dataclass
+class Phase:
+    start: datetime
+    rate: float
+    rows: list[EpochRow]
+    rescales: int
+    oscillations: int
+    time_to_sustain_s: float | None
+    final_parallelism: dict[str, int]
+    minimum_parallelism: dict[str, int]
+
+    @property
+    def over_provisioning(self) -> dict[str, int]:
+        return {op: self.final_parallelism.get(op, 0) - n for op, n in self.minimum_parallelism.items()}
+
+
+def epoch_rows(store_root: str | Path, job: str) -> list[EpochRow]:
+    metrics = read_epochs(store_root, METRICS, job).to_pylist()
+    actions = {a["epoch"]: a for a in read_epochs(store_root, ACTIONS, job).to_pylist()}
+    by_epoch: dict[int, list[dict[str, Any]]] = {}
+    for row in metrics:
+        by_epoch.setdefault(row["epoch"], []).append(row)
+    out = []
+    for epoch in sorted(by_epoch):
+        rows = by_epoch[epoch]
+        sources = [r for r in rows if r["is_source"]]
+        window_ms = [max((r["window_end"] - r["window_start"]).total_seconds() * 1000, 1) for r in sources if r["window_end"]]
+        bp = [(r["backpressured_ms"] or 0) / w for r, w in zip(sources, window_ms, strict=False)]
+        row = EpochRow(
+            epoch=epoch,
+            end=max(r["window_end"] or r["window_start"] for r in rows),
+            target_rate=sum(r["true_output_rate"] for r in sources),
+            achieved_rate=sum(r["observed_output_rate"] for r in sources),
+            backpressure=max(bp, default=0.0),
+            parallelism={r["operator_name"]: r["parallelism"] for r in rows},
+            warmup=any(r["warmup"] for r in rows),
+        )
+        action = actions.get(epoch)
+        if action:
+            row.outcome, row.message = action["outcome"], action["message"]
+            row.downtime_s = action["downtime_s"]
+            if action["outcome"] == "succeeded":
+                row.new_parallelism = json.loads(action["new_parallelism"])
+                row.rescaled_at = action["finished_at"]
+        out.append(row)
+    return out
+
+
+def capacities(store_root: str | Path, job: str) -> dict[int, dict[str, float]]:
+    """Measured capacity per instance (records/s of useful time) per epoch and operator."""
+    out: dict[int, dict[str, float]] = {}
+    for d in read_epochs(store_root, DECISIONS, job).to_pylist():
+        cap = d["capacity_per_instance"]
+        if not d["is_source"] and cap is not None and math.isfinite(cap) and cap > 0:
+            out.setdefault(d["epoch"], {})[d["operator_name"]] = cap
+    return out
+
+
+def phases(
+    rows: Sequence[EpochRow], caps: dict[int, dict[str, float]], schedule: Sequence[tuple[datetime, float]]
+) -> list[Phase]:
+    """Split the epochs by load phase (an epoch belongs to the phase its window ends in)."""
+    out = []
+    for i, (start, rate) in enumerate(schedule):
+        end = schedule[i + 1][0] if i + 1 < len(schedule) else datetime.max.replace(tzinfo=start.tzinfo)
+        mine = [r for r in rows if start < r.end <= end]
+        rescaled = [r for r in mine if r.outcome == "succeeded"]
+        at_rate = [r for r in mine if r.sustained and not r.warmup and abs(r.target_rate - rate) <= 0.05 * rate]
+        first_sustained = at_rate[0] if at_rate else None
+        oscillations = len([r for r in rescaled if first_sustained and r.epoch > first_sustained.epoch])
+        final = {**mine[-1].parallelism, **mine[-1].new_parallelism} if mine else {}
+        measured: dict[str, list[float]] = {}
+        for r in mine:
+            for op, cap in caps.get(r.epoch, {}).items():
+                measured.setdefault(op, []).append(cap)
+        minimum = {}
+        for op, values in measured.items():
+            cap = sorted(values)[len(values) // 2]
+            # Operators whose capacity dwarfs the rate (idle ones) need one instance.
+            minimum[op] = max(1, math.ceil(rate / cap - 1e-9))
+        out.append(
+            Phase(
+                start=start,
+                rate=rate,
+                rows=mine,
+                rescales=len([r for r in rescaled if not first_sustained or r.epoch <= first_sustained.epoch]),
+                oscillations=oscillations,
+                time_to_sustain_s=(first_sustained.end - start).total_seconds() if first_sustained else None,
+                final_parallelism=final,
+                minimum_parallelism=minimum,
+            )
+        )
+    return out
+
+
+def table(rows: Sequence[EpochRow], operators: Sequence[str]) -> str:
+    head = f"{'epoch end':<9} {'target r/s':>10} {'achieved':>9} {'bp':>4} " + " ".join(f"{op[:6]:>6}" for op in operators)
+    lines = [head + "  decision", "-" * (len(head) + 40)]
+    for r in rows:
+        ops = " ".join(f"{r.parallelism.get(op, 0):>6}" for op in operators)
+        what = r.outcome or "-"
+        if r.outcome == "succeeded":
+            what = "RESCALED " + ", ".join(f"{k}→{v}" for k, v in r.new_parallelism.items()) + f" ({r.downtime_s:.1f} s down)"
+        elif r.message:
+            what += ": " + r.message
+        lines.append(
+            f"{r.end:%H:%M:%S}  {r.target_rate:>10,.0f} {r.achieved_rate:>9,.0f} {r.backpressure:>4.0%} {ops}  {what[:110]}"
+        )
+    return "\n".join(lines)
+
+
+def summary(ps: Sequence[Phase], rows: Sequence[EpochRow]) -> str:
+    lines = [
+        "| load change | rate (rec/s) | rescales to converge | oscillations after | time to sustained rate "
+        "| final parallelism | over-provisioning vs minimum |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, p in enumerate(ps):
+        sustain = f"{p.time_to_sustain_s:.0f} s" if p.time_to_sustain_s is not None else "not sustained"
+        final = ", ".join(f"{k} {v}" for k, v in sorted(p.final_parallelism.items()))
+        over = ", ".join(f"{k} {v:+d}" for k, v in sorted(p.over_provisioning.items())) or "–"
+        label = "start" if i == 0 else f"step {i}"
+        cells = [f"{label} ({p.start:%H:%M:%S})", f"{p.rate:,.0f}", str(p.rescales), str(p.oscillations), sustain, final, over]
+        lines.append("| " + " | ".join(cells) + " |")
+    downtime = sum(r.downtime_s or 0 for r in rows if r.outcome == "succeeded")
+    rescales = sum(1 for r in rows if r.outcome == "succeeded")
+    lines += ["", f"Total: {rescales} rescales, {downtime:.1f} s downtime in all."]
+    return "\n".join(lines)
+
+
+def chart(rows: Sequence[EpochRow], schedule: Sequence[tuple[datetime, float]], operators: Sequence[str], out_png: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True, height_ratios=[3, 2])
+    t0 = schedule[0][0] if schedule else rows[0].end
+
+    def x(t: datetime) -> float:
+        return (t - t0).total_seconds()
+
+    xs = [x(r.end) for r in rows]
+    sched_x = [x(t) for t, _ in schedule] + [max(xs, default=0)]
+    sched_y = [rate for _, rate in schedule] + [schedule[-1][1] if schedule else 0]
+    top.step(sched_x, sched_y, where="post", color="grey", linestyle="--", label="source rate schedule")
+    top.plot(xs, [r.target_rate for r in rows], "o-", color="tab:blue", label="sources' target rate (measured)")
+    top.plot(xs, [r.achieved_rate for r in rows], "s-", color="tab:green", label="achieved throughput")
+    top.set_ylabel("records/s")
+    top.legend(loc="upper left", fontsize=8)
+    top.grid(alpha=0.3)
+    for op in operators:
+        bottom.step(xs, [r.parallelism.get(op, 0) for r in rows], where="post", label=op)
+    bottom.set_ylabel("parallelism")
+    bottom.set_xlabel(f"seconds since {t0:%H:%M:%S} UTC")
+    bottom.legend(loc="upper left", fontsize=8)
+    bottom.grid(alpha=0.3)
+    for r in rows:
+        if r.rescaled_at is not None:
+            for ax in (top, bottom):
+                ax.axvline(x(r.rescaled_at), color="tab:red", alpha=0.6)
+            top.annotate("rescale", (x(r.rescaled_at), top.get_ylim()[1] * 0.92), color="tab:red", fontsize=8, rotation=90)
+    fig.suptitle("DS2 autoscaler, closed loop on the local Flink test job")
+    fig.tight_layout()
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    return out_png
+
+
+def schedule_times(start: datetime, steps: Sequence[tuple[float, float]]) -> list[tuple[datetime, float]]:
+    """``[(offset_s, rate), ...]`` from the schedule's start to absolute times."""
+    return [(start + timedelta(seconds=s), rate) for s, rate in steps]

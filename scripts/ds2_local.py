@@ -1,0 +1,236 @@
+"""The autoscaler on this machine: the closed-loop demo, and a local stack to operate in the UI.
+
+    .venv/bin/python scripts/ds2_local.py demo [--keep-ui]   (make demo)
+    .venv/bin/python scripts/ds2_local.py up                 (make up)
+    .venv/bin/python scripts/ds2_local.py down               (make down)
+
+``demo`` starts Flink (its own instance under data/demo/flink), submits the test job
+under-provisioned with a stepped rate schedule, starts Airflow (api-server, scheduler,
+dag-processor, triggerer; SQLite) with the demo job's DAG unpaused, and lets the scheduler run
+the scaling DAG every interval while the load steps up and down. It prints one line per epoch,
+then the report (rescales to converge, oscillations, time to sustained rate,
+over-provisioning, downtime) and writes data/demo/report.md and data/demo/demo.png. Everything it
+started is stopped at the end (``--keep-ui`` leaves Airflow and Flink up); the data stays.
+
+``up`` starts the development stack for the jobs in include/jobs.yaml (Flink on 8081 with the
+test job running, Airflow on 8080, user admin/admin); ``down`` stops what ``up`` started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = ROOT / ".venv" / "bin"
+FLINK_SH = ROOT / "scripts" / "flink.sh"
+AIRFLOW_SH = ROOT / "scripts" / "airflow.sh"
+JAR = ROOT / "build" / "ds2-testjob.jar"
+PARALLELISM_ARGS = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}
+OPERATORS = ["Source: Source", "Parse", "Count", "Sink: Writer"]
+# Count costs 175 us per record (~5,660 rec/s per instance): 20k needs 4, 30k needs 6, 10k needs 2.
+COST_ARGS = ["--count-wait-us", "175"]
+
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins")]
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def free_port(preferred: int) -> int:
+    if port_free(preferred):
+        return preferred
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(args: list[str], env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, env=env, check=check, text=True)
+
+
+class Stack:
+    """A Flink instance and an Airflow instance under one folder, stopped by their pid files."""
+
+    def __init__(self, folder: Path, flink_port: int, airflow_port: int, extra_env: dict[str, str]) -> None:
+        self.folder = folder
+        self.env = {
+            **os.environ,
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "FLINK_DATA_DIR": str(folder / "flink"),
+            "FLINK_REST_PORT": str(flink_port),
+            "FLINK_RPC_PORT": str(free_port(6123)),
+            "AIRFLOW_HOME": str(folder / "airflow"),
+            "AIRFLOW_PORT": str(airflow_port),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            **extra_env,
+        }
+        self.flink_url = f"http://127.0.0.1:{flink_port}"
+        self.airflow_url = f"http://127.0.0.1:{airflow_port}"
+
+    def flink_up(self) -> None:
+        run([str(FLINK_SH), "build-job"], self.env)
+        run([str(FLINK_SH), "up"], self.env)
+
+    def airflow_up(self) -> None:
+        run([str(AIRFLOW_SH), "up"], self.env)
+
+    def down(self) -> None:
+        run([str(AIRFLOW_SH), "down"], self.env, check=False)
+        run([str(FLINK_SH), "down"], self.env, check=False)
+
+    def client(self):  # noqa: ANN201 - the core client type
+        from autoscaler.flink.client import FlinkConnection, FlinkRestClient
+
+        return FlinkRestClient(FlinkConnection(base_url=self.flink_url))
+
+    def submit(self, args: list[str]) -> str:
+        from autoscaler.flink.deployment import JobDeployment, resolve_jar
+
+        client = self.client()
+        jar_id = resolve_jar(client, JobDeployment("ds2-testjob", "/tmp", PARALLELISM_ARGS, jar_path=JAR))
+        job_id = client.run_jar(jar_id, None, args)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            job = next((j for j in client.jobs() if j.id == job_id), None)
+            if job and job.state == "RUNNING" and job.tasks_total and job.tasks_running == job.tasks_total:
+                return job_id
+            time.sleep(0.3)
+        raise RuntimeError(f"the test job {job_id} did not start within 60 s")
+
+
+def demo(args: argparse.Namespace) -> int:
+    from autoscaler import loop_report
+
+    out = (ROOT / "data" / "demo").resolve()
+    if out.exists():
+        Stack(out, 0, 0, {}).down()  # a previous demo left running with --keep-ui
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    rates = [int(r) for r in args.rates.split(",")]
+    steps = [(i * args.phase, rate) for i, rate in enumerate(rates)]
+    stack = Stack(out, free_port(8081), free_port(8080), {"DS2_DATA_DIR": str(out), "DS2_JOBS_CONFIG": str(out / "jobs.yaml")})
+    t_start = time.monotonic()
+    try:
+        log(f"starting Flink (REST {stack.flink_url}) and building the test job")
+        stack.flink_up()
+        schedule_start = datetime.now(UTC).replace(microsecond=0)
+        base = [
+            "--job-name", "ds2-testjob",
+            "--rate-schedule", ",".join(f"{s}s:{r}" for s, r in steps),
+            "--schedule-start-ms", str(int(schedule_start.timestamp() * 1000)),
+            *COST_ARGS,
+        ]  # fmt: skip
+        job_id = stack.submit([*base, "--count-parallelism", "1"])
+        log(f"test job {job_id} runs under-provisioned: Count at 1; schedule {', '.join(f'{s}s: {r:,} rec/s' for s, r in steps)}")
+        entry = {
+            "name": "demo",
+            "flink_job_name": "ds2-testjob",
+            "jar": str(JAR),
+            "base_args": base,
+            "parallelism_args": PARALLELISM_ARGS,
+            "savepoint_dir": f"file://{out / 'flink' / 'savepoints'}",
+            "policy_interval": f"{args.interval}s",
+            "collect": {"short_window": "10s", "source_rate_metric": "Source__Source.scheduledRate"},
+            "policy": {"max_parallelism": {"Parse": 8, "Count": 8, "Sink: Writer": 8}},
+            "tags": ["demo"],
+        }
+        (out / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": [entry]}, sort_keys=False))
+        log(f"starting Airflow ({stack.airflow_url}, admin/admin); DAG ds2_demo runs every {args.interval} s")
+        stack.airflow_up()
+        end = schedule_start.timestamp() + len(steps) * args.phase
+        seen: set[int] = set()
+        print(loop_report.table([], OPERATORS).splitlines()[0], flush=True)
+        while time.time() < end:
+            time.sleep(2)
+            for row in loop_report.epoch_rows(out / "store", "demo"):
+                if row.epoch not in seen and row.outcome:
+                    seen.add(row.epoch)
+                    print(loop_report.table([row], OPERATORS).splitlines()[-1], flush=True)
+        rows = loop_report.epoch_rows(out / "store", "demo")
+        schedule = loop_report.schedule_times(schedule_start, steps)
+        ps = loop_report.phases(rows, loop_report.capacities(out / "store", "demo"), schedule)
+        report = "\n\n".join(
+            [
+                "# Closed-loop demo",
+                f"Load {', '.join(f'{r:,}' for r in rates)} rec/s for {args.phase} s each; policy interval {args.interval} s; "
+                f"Count costs 175 us per record. Run {schedule_start:%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores.",
+                "```\n" + loop_report.table(rows, OPERATORS) + "\n```",
+                loop_report.summary(ps, rows),
+                f"Wall time: {time.monotonic() - t_start:.0f} s. Data: {out} (store/, validation-docs/, airflow/).",
+            ]
+        )
+        (out / "report.md").write_text(report + "\n")
+        png = loop_report.chart(rows, schedule, OPERATORS, out / "demo.png")
+        print("\n" + loop_report.summary(ps, rows), flush=True)
+        log(f"report: {out / 'report.md'}; chart: {png}")
+        if args.keep_ui:
+            log(f"kept running: Airflow {stack.airflow_url} (admin/admin), Flink {stack.flink_url}; stop with: make demo-down")
+        return 0
+    finally:
+        if not args.keep_ui:
+            log("stopping Airflow and Flink (the data stays in data/demo)")
+            stack.down()
+
+
+def local_stack() -> Stack:
+    return Stack(ROOT / "data" / "local", 8081, 8080, {})
+
+
+def up(_: argparse.Namespace) -> int:
+    stack = local_stack()
+    if not port_free(8081) and not (stack.folder / "flink" / "pids").exists():
+        raise SystemExit("port 8081 is taken by something this project did not start: stop it first")
+    stack.flink_up()
+    client = stack.client()
+    if client.find_job("ds2-testjob") is None:
+        from autoscaler.jobs import find_job
+
+        job = find_job("testjob")
+        stack.submit([*job.deployment.base_args, "--count-parallelism", "1"])
+        log("submitted the test job (ds2-testjob, Count at 1: DS2 will ask for 4)")
+    stack.airflow_up()
+    log(f"Airflow {stack.airflow_url} (admin/admin), Flink {stack.flink_url}; stop with: make down")
+    return 0
+
+
+def down(_: argparse.Namespace) -> int:
+    local_stack().down()
+    demo_dir = ROOT / "data" / "demo"
+    if demo_dir.exists():
+        Stack(demo_dir, 0, 0, {}).down()
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="closed loop against the local Flink test job")
+    d.add_argument("--keep-ui", action="store_true", help="leave Airflow and Flink running afterwards")
+    d.add_argument("--interval", type=int, default=30, help="policy interval, seconds (default 30)")
+    d.add_argument("--phase", type=int, default=150, help="seconds per load level (default 150)")
+    d.add_argument("--rates", default="20000,30000,10000", help="source rate per phase, rec/s")
+    d.set_defaults(func=demo)
+    sub.add_parser("up", help="Flink (8081) with the test job + Airflow (8080)").set_defaults(func=up)
+    sub.add_parser("down", help="stop what up/demo --keep-ui started").set_defaults(func=down)
+    args = parser.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

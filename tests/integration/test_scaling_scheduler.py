@@ -1,0 +1,189 @@
+"""The scaling DAG under a real scheduler: an approval gate answered over the REST API, and a backfill.
+
+One job requiring approval (approver ``admin``, 20 s timeout, "reject" on timeout) against the
+under-provisioned test job. In turn: the request times out (rejected, nothing changes), is
+rejected over the REST API (nothing changes), is approved (rescaled 1 -> 4). Then
+``airflow backfill create`` over three past epochs recomputes their decisions in one Spark
+application and neither asks for approval nor rescales. Screenshots of the grid and of the
+pending approval are taken in headless Chromium along the way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from datetime import datetime
+
+import pytest
+
+from autoscaler.jobs import load_jobs
+from autoscaler.schemas import ACTIONS, DECISIONS
+from autoscaler.store import read_epochs
+from tests.conftest import ROOT
+from tests.integration.conftest import UNDERPROVISIONED
+from tests.integration.scaling_setup import environment, job_entry
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+INTERVAL_S = 20
+DAG = "ds2_gated"
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+
+def _poll(what, check, timeout_s=180.0, every_s=1.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(every_s)
+
+
+def _pending(server):
+    body = server.api("GET", "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"})
+    items = [d for d in body["hitl_details"] if d["task_instance"]["dag_id"] == DAG]
+    return items[0] if items else None
+
+
+def _awaiting(server, detail, settle_s=3.0):
+    """The approval task is parked in awaiting_input (and has been for ``settle_s``).
+
+    Airflow 3.3.2 marks the task FAILED when an answer arrives before the scheduler has processed
+    the executor's report of the parked attempt ("finished with state success, but the task
+    instance's state attribute is queued"); people never answer that fast, a test would.
+    """
+    ti = detail["task_instance"]
+    path = f"/api/v2/dags/{DAG}/dagRuns/{ti['dag_run_id']}/taskInstances/approve"
+    since = None
+    while True:
+        state = server.api("GET", path)["state"]
+        assert state in ("awaiting_input", "running", "queued", "scheduled"), state
+        since = (since or time.monotonic()) if state == "awaiting_input" else None
+        if since and time.monotonic() - since >= settle_s:
+            return
+        time.sleep(0.5)
+
+
+def _action(store, epoch):
+    rows = [a for a in read_epochs(store, ACTIONS, "gated").to_pylist() if a["epoch"] == epoch]
+    return rows[0] if rows else None
+
+
+def _value(value):
+    """An XCom value from the REST API (JSON text or already parsed)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _user(answer):
+    """Who answered, as the hitlDetails PATCH response names them (the test server runs all-admins)."""
+    user = answer.get("responded_by_user") or answer.get("responded_by") or {}
+    return user.get("name") or user.get("id")
+
+
+def _keep_screenshot(path):
+    """With DS2_UPDATE_SCREENSHOTS=1 the README's screenshots are refreshed from this run."""
+    if os.environ.get("DS2_UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, SCREENSHOTS / path.name)
+
+
+def test_approval_gate_and_backfill_under_a_real_scheduler(flink, airflow_server_factory, tmp_path_factory):
+    flink.cancel_all()
+    flink.start_job(UNDERPROVISIONED)
+    data = tmp_path_factory.mktemp("ds2-gated")
+    approval = {"required": True, "approvers": ["admin"], "timeout": "20s", "on_timeout": "reject"}
+    env = environment(flink, data / "jobs.yaml", data, [job_entry(flink, "gated", INTERVAL_S, approval=approval)])
+    job = load_jobs(data / "jobs.yaml")[0]
+    store = data / "store"
+    shots = tmp_path_factory.mktemp("screenshots")
+    server = airflow_server_factory(dags_folder=ROOT / "dags", extra_env=env)
+    server.wait_dag(DAG)
+    assert server.api("GET", "/api/v2/pools/ds2_gated")["slots"] == 1
+    original = flink.client.running_job("ds2-testjob").id
+
+    def finished(detail):
+        """Wait for the run holding ``detail`` to finish; its state and the epoch's action row."""
+        run_id = detail["task_instance"]["dag_run_id"]
+        state = server.wait_run(DAG, run_id, timeout_s=120)
+        run = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}")
+        epoch = job.epoch_of(datetime.fromisoformat(run["data_interval_end"]))
+        return state, _poll("the action row", lambda: _action(store, epoch), 30)
+
+    # 1. Nobody answers: after the timeout the configured answer (reject) applies.
+    detail = _poll("a pending approval", lambda: _pending(server), 240)
+    assert "| Count | 1 → **4** |" in detail["body"] and detail["subject"].startswith("Rescale gated")
+    server.screenshot(
+        f"/dags/{DAG}/runs/{detail['task_instance']['dag_run_id']}/tasks/approve/required_actions", shots / "approval.png"
+    )
+    server.screenshot("/required_actions", shots / "required-actions.png")
+    server.screenshot(f"/dags/{DAG}", shots / "grid.png")
+    _, action = finished(detail)
+    assert action["outcome"] == "rejected" and "no answer in time" in action["message"], action
+    assert flink.client.running_job("ds2-testjob").id == original
+
+    # 2. Rejected over the REST API.
+    detail = _poll("the next pending approval", lambda: _pending(server), 180)
+    ti = detail["task_instance"]
+    path = f"/api/v2/dags/{DAG}/dagRuns/{ti['dag_run_id']}/taskInstances/approve/-1/hitlDetails"
+    _awaiting(server, detail)
+    answer = server.api("PATCH", path, json={"chosen_options": ["Reject"], "params_input": {}})
+    server.api("PATCH", path, json={"chosen_options": ["Approve"], "params_input": {}}, ok=(409,))  # answered once
+    _, action = finished(detail)
+    assert action["outcome"] == "rejected" and action["approved_by"] == _user(answer), (action, answer)
+    assert flink.client.running_job("ds2-testjob").id == original
+    rejected_epoch = action["epoch"]
+
+    # 3. Approved: the rescale runs and is recorded with who approved it.
+    detail = _poll("the next pending approval", lambda: _pending(server), 180)
+    ti = detail["task_instance"]
+    path = f"/api/v2/dags/{DAG}/dagRuns/{ti['dag_run_id']}/taskInstances/approve/-1/hitlDetails"
+    _awaiting(server, detail)
+    answer = server.api("PATCH", path, json={"chosen_options": ["Approve"], "params_input": {}})
+    state, action = finished(detail)
+    assert state == "success" and action["outcome"] == "succeeded", action
+    assert action["approved_by"] == _user(answer) and action["approved_by"], (action, answer)
+    running = flink.client.running_job("ds2-testjob")
+    assert running.id != original and flink.client.job(running.id).parallelism["Count"] == 4
+
+    # 4. Backfill three past epochs ending with the rejected one: one Spark application,
+    #    decisions marked backfill, no approval, no rescale, no action row.
+    actions_before = {a["epoch"]: a for a in read_epochs(store, ACTIONS, "gated").to_pylist()}
+    first = rejected_epoch - 2
+    start = job.epoch_start(first)
+    server.airflow(
+        "backfill", "create", "--dag-id", DAG,
+        "--from-date", start.isoformat(), "--to-date", job.epoch_start(rejected_epoch).isoformat(),
+        "--reprocess-behavior", "completed", "--max-active-runs", "1",
+    )  # fmt: skip
+
+    def backfill_runs():
+        runs = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns", params={"run_type": "backfill"})["dag_runs"]
+        return runs if len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs) else None
+
+    runs = _poll("three finished backfill runs", backfill_runs, 300, 2)
+    assert {r["state"] for r in runs} == {"success"}, runs
+    policies = []
+    for r in sorted(runs, key=lambda r: r["logical_date"]):
+        tis = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{r['dag_run_id']}/taskInstances")["task_instances"]
+        states = {t["task_id"]: t["state"] for t in tis}
+        assert states["collect"] == "skipped" and states["approve"] == "skipped" and states["rescale"] == "skipped", states
+        value = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{r['dag_run_id']}/taskInstances/policy/xcomEntries/return_value")
+        policies.append(_value(value["value"]))
+    assert policies[0]["batched"] is False and policies[0]["epochs"] == 3, policies
+    assert all(p["batched"] for p in policies[1:]), policies
+    assert (policies[0]["from_epoch"], policies[0]["to_epoch"]) == (first, rejected_epoch), policies
+    epochs = range(first, rejected_epoch + 1)
+    decisions = read_epochs(store, DECISIONS, "gated", epochs).to_pylist()
+    assert decisions and {d["run_type"] for d in decisions} == {"backfill"}, decisions
+    recomputed = [d for d in decisions if d["epoch"] == rejected_epoch and d["operator_name"] == "Count"]
+    assert recomputed and recomputed[0]["target_parallelism"] == 4  # the same decision, recomputed
+    actions_after = {a["epoch"]: a for a in read_epochs(store, ACTIONS, "gated").to_pylist()}
+    assert all(actions_after.get(e) == actions_before.get(e) for e in epochs)  # backfill records no action
+    assert flink.client.running_job("ds2-testjob").id == running.id  # no rescale
+    server.screenshot(f"/dags/{DAG}/backfills", shots / "backfills.png")
+    for png in shots.glob("*.png"):
+        assert png.stat().st_size > 10_000, png
+        _keep_screenshot(png)
