@@ -172,7 +172,8 @@ def decide(
     ops = _operators(decisions)
     name = job.name
     if not ops:
-        return _noop(name, epoch, ops, f"no decision was computed for epoch {epoch}", validation)
+        why = f"epoch not decidable: {not_decidable_reason}" if not decidable and not_decidable_reason else ""
+        return _noop(name, epoch, ops, why or f"no decision was computed for epoch {epoch}", validation)
     if not decidable:
         return _noop(name, epoch, ops, f"epoch not decidable: {not_decidable_reason or 'see the validation'}", validation)
     incomplete = sorted({d["operator_name"] for d in decisions if d["status"] != "ok"})

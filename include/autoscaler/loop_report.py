@@ -154,9 +154,8 @@ def table(rows: Sequence[EpochRow], operators: Sequence[str]) -> str:
             what = "RESCALED " + ", ".join(f"{k}→{v}" for k, v in r.new_parallelism.items()) + f" ({r.downtime_s:.1f} s down)"
         elif r.message:
             what += ": " + r.message
-        lines.append(
-            f"{r.end:%H:%M:%S}  {r.target_rate:>10,.0f} {r.achieved_rate:>9,.0f} {r.backpressure:>4.0%} {ops}  {what[:110]}"
-        )
+        achieved = f"{'warm-up':>9} {'':>4}" if r.warmup else f"{r.achieved_rate:>9,.0f} {r.backpressure:>4.0%}"
+        lines.append(f"{r.end:%H:%M:%S}  {r.target_rate:>10,.0f} {achieved} {ops}  {what[:110]}")
     return "\n".join(lines)
 
 

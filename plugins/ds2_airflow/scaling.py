@@ -77,7 +77,7 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
         epoch,
         decisions,
         decidable=decidable,
-        not_decidable_reason=validation.get("summary", "no decision was computed"),
+        not_decidable_reason=validation.get("summary", "") if not validation.get("decidable", True) else "",
         last_rescale=last,
         decided_epochs_since_rescale=decided,
         free_slots=_free_slots(job) if kind == LIVE else None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 
 import pytest
 
@@ -101,3 +102,26 @@ def test_underprovisioned_job_is_rescaled_in_one_run_then_converges(flink, dags,
     assert len(later) == 3 and all(a["outcome"] in ("noop", "skipped") for a in later), later
     assert flink.client.running_job("ds2-testjob").id == running.id
     assert any(a["outcome"] == "noop" and "no change" in a["message"] for a in later), later
+
+
+def test_what_if_recomputes_a_range_without_touching_live_decisions(dags, scaling_env):
+    """Runs after the convergence test: its epochs are in the store."""
+    live_before = read_epochs(scaling_env / "store", DECISIONS, "auto").to_pylist()
+    assert live_before, "needs the epochs of the convergence test"
+    first, last = min(d["epoch"] for d in live_before), max(d["epoch"] for d in live_before)
+    start = datetime.fromtimestamp(first * INTERVAL_S, tz=UTC)
+    end = datetime.fromtimestamp((last + 1) * INTERVAL_S, tz=UTC)
+    run = dags["ds2_auto_what_if"].test(run_conf={"start": start.isoformat(), "end": end.isoformat(), "factor": 1.0})
+    assert run.state == "success"
+    what_if_root = scaling_env / "what-if"
+    stores = list(what_if_root.iterdir())
+    assert len(stores) == 1
+    what_if = read_epochs(stores[0], DECISIONS, "auto").to_pylist()
+    assert {d["run_type"] for d in what_if} == {"what-if"} and {d["epoch"] for d in what_if} == {d["epoch"] for d in live_before}
+    assert all(json.loads(d["options"])["factor"] == 1.0 for d in what_if)
+    rescaled = min(d["epoch"] for d in live_before)
+    count = {d["epoch"]: d for d in what_if if d["operator_name"] == "Count"}
+    live_count = {d["epoch"]: d for d in live_before if d["operator_name"] == "Count"}
+    # Twice the over-provisioning factor: the first epoch (Count at 1, 3.5 needed) asks for ceil(3.5 * 2) = 8.
+    assert live_count[rescaled]["target_parallelism"] == 4 and count[rescaled]["target_parallelism"] == 8
+    assert read_epochs(scaling_env / "store", DECISIONS, "auto").to_pylist() == live_before  # live decisions untouched

@@ -148,6 +148,14 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, airflow_server
     running = flink.client.running_job("ds2-testjob")
     assert running.id != original and flink.client.job(running.id).parallelism["Count"] == 4
 
+    # The next epoch's window spans the restart: valid but not decidable -> a green no-op run.
+    def next_action():
+        later = [a for a in read_epochs(store, ACTIONS, "gated").to_pylist() if a["epoch"] > action["epoch"]]
+        return min(later, key=lambda a: a["epoch"]) if later else None
+
+    after = _poll("the epoch after the rescale", next_action, 120)
+    assert after["outcome"] == "noop" and "not decidable" in after["message"], after
+
     # 4. Backfill three past epochs ending with the rejected one: one Spark application,
     #    decisions marked backfill, no approval, no rescale, no action row.
     actions_before = {a["epoch"]: a for a in read_epochs(store, ACTIONS, "gated").to_pylist()}

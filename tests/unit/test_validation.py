@@ -203,6 +203,15 @@ def test_a_warmup_window_passes_but_is_not_decidable(tmp_path):
     result.raise_for_failure()  # does not raise: the task goes on, the policy marks the epoch warmup
 
 
+def test_a_window_spanning_a_restart_is_warmup_not_failed(tmp_path):
+    """Collection writes zero times for every row of a window that spans a restart (found live, after a rescale)."""
+    restart = {"busy_ms": 0.0, "idle_ms": 0.0, "backpressured_ms": 0.0, "warmup": True}
+    store_with(tmp_path, [{**r, **restart} for r in epoch_rows(5)])
+    result = run(tmp_path)
+    assert result.success and not result.decidable, result.message()
+    assert [w.rule for w in result.warnings] == ["no_warmup"]
+
+
 def test_the_message_lists_each_failed_expectation_in_words(tmp_path):
     bad = change(epoch_rows(5), "count", 2, observed_processing_rate=-5.0)
     bad = change(bad, "parse", 1, true_processing_rate=math.inf)
