@@ -153,6 +153,7 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, airflow_server
         later = [a for a in read_epochs(store, ACTIONS, "gated").to_pylist() if a["epoch"] > action["epoch"]]
         return min(later, key=lambda a: a["epoch"]) if later else None
 
+    server.screenshot(f"/dags/{DAG}/runs/{ti['dag_run_id']}/tasks/decide", shots / "decision-log.png")
     after = _poll("the epoch after the rescale", next_action, 120)
     assert after["outcome"] == "noop" and "not decidable" in after["message"], after
 

@@ -99,6 +99,14 @@ def test_observed_rate_above_the_true_rate():
     assert "observed processing rate <= true processing rate x 1.25" in result.message()
 
 
+def test_a_source_rate_step_down_within_the_window_passes():
+    """A source's target-rate gauge is instantaneous: after a step down mid-window it reads below the window's rate."""
+    rows = epoch_rows(5)
+    source = next(r for r in rows if r["is_source"])
+    stepped = change(rows, source["operator_id"], source["instance"], true_output_rate=source["observed_output_rate"] / 3)
+    assert rules(validate(table(stepped))) == set()
+
+
 def test_a_source_with_a_processing_rate():
     result = validate(table(change(epoch_rows(5), "src", 2, true_processing_rate=10.0)))
     assert rules(result) == {"sources_no_processing"}
