@@ -13,6 +13,7 @@ made for any job and any stretch of time, not only for the demo:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -195,12 +196,26 @@ def chart(rows: Sequence[EpochRow], schedule: Sequence[tuple[datetime, float]], 
     sched_y = [rate for _, rate in schedule] + [schedule[-1][1] if schedule else 0]
     top.step(sched_x, sched_y, where="post", color="grey", linestyle="--", label="source rate schedule")
     top.plot(xs, [r.target_rate for r in rows], "o-", color="tab:blue", label="sources' target rate (measured)")
-    top.plot(xs, [r.achieved_rate for r in rows], "s-", color="tab:green", label="achieved throughput")
+    # A warm-up window spans a restart: its rates are not a measurement of either job, so it is
+    # shaded instead of plotted.
+    achieved = [float("nan") if r.warmup else r.achieved_rate for r in rows]
+    top.plot(xs, achieved, "s-", color="tab:green", label="achieved throughput")
+    for r in rows:
+        if r.warmup:
+            for ax in (top, bottom):
+                ax.axvspan(x(r.end) - _step(rows), x(r.end), color="0.9", zorder=0)
     top.set_ylabel("records/s")
     top.legend(loc="upper left", fontsize=8)
     top.grid(alpha=0.3)
+    # Parallelism changes at the moment a rescale finished, not at an epoch boundary.
+    changes = [(x(rows[0].end) - _step(rows), dict(rows[0].parallelism))] if rows else []
+    for r in rows:
+        if r.rescaled_at is not None:
+            changes.append((x(r.rescaled_at), {**changes[-1][1], **r.new_parallelism}))
+    if rows:
+        changes.append((x(rows[-1].end), changes[-1][1]))
     for op in operators:
-        bottom.step(xs, [r.parallelism.get(op, 0) for r in rows], where="post", label=op)
+        bottom.step([c[0] for c in changes], [c[1].get(op, 0) for c in changes], where="post", label=op)
     bottom.set_ylabel("parallelism")
     bottom.set_xlabel(f"seconds since {t0:%H:%M:%S} UTC")
     bottom.legend(loc="upper left", fontsize=8)
@@ -210,12 +225,18 @@ def chart(rows: Sequence[EpochRow], schedule: Sequence[tuple[datetime, float]], 
             for ax in (top, bottom):
                 ax.axvline(x(r.rescaled_at), color="tab:red", alpha=0.6)
             top.annotate("rescale", (x(r.rescaled_at), top.get_ylim()[1] * 0.92), color="tab:red", fontsize=8, rotation=90)
-    fig.suptitle("DS2 autoscaler, closed loop on the local Flink test job")
+    fig.suptitle("DS2 autoscaler, closed loop on the local Flink test job (grey: warm-up windows spanning a restart)")
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=110)
     plt.close(fig)
     return out_png
+
+
+def _step(rows: Sequence[EpochRow]) -> float:
+    """The usual distance between epoch ends (the policy interval), seconds."""
+    gaps = sorted((b.end - a.end).total_seconds() for a, b in itertools.pairwise(rows))
+    return gaps[len(gaps) // 2] if gaps else 30.0
 
 
 def schedule_times(start: datetime, steps: Sequence[tuple[float, float]]) -> list[tuple[datetime, float]]:
