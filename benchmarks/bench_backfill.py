@@ -31,10 +31,10 @@ FIXTURE = ROOT / "tests" / "fixtures" / "flink-epoch"
 
 def synthesize(store: Path, job: str, first: int, count: int, interval_s: int) -> None:
     """``count`` epochs from the fixture epoch, each shifted to its own interval."""
+    import pyarrow.parquet as pq
+
     from autoscaler.schemas import METRICS
     from autoscaler.store import epoch_block, write_epochs
-
-    import pyarrow.parquet as pq
 
     rows = pq.read_table(FIXTURE / "metrics.parquet")
     tables = []
@@ -70,7 +70,7 @@ def main() -> None:
         "name": "bf",
         "flink_job_name": "ds2-testjob",
         "jar": str(ROOT / "build" / "ds2-testjob.jar"),
-        "parallelism_args": {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"},
+        "parallelism_args": {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"},  # noqa: E501
         "policy_interval": f"{args.interval}s",
     }
     (work / "jobs.yaml").write_text(yaml.safe_dump({"jobs": [entry]}))
@@ -105,7 +105,8 @@ def main() -> None:
         wall = time.monotonic() - t0
         leaders = 0
         for r in runs:
-            xcom = server.api("GET", f"/api/v2/dags/ds2_bf/dagRuns/{r['dag_run_id']}/taskInstances/policy/xcomEntries/return_value")
+            path = f"/api/v2/dags/ds2_bf/dagRuns/{r['dag_run_id']}/taskInstances/policy/xcomEntries/return_value"
+            xcom = server.api("GET", path)
             value = json.loads(xcom["value"]) if isinstance(xcom["value"], str) else xcom["value"]
             leaders += 0 if value.get("batched") else 1
         decided = read_epochs(work / "data" / "store", DECISIONS, "bf").to_pylist()

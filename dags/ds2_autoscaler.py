@@ -6,7 +6,14 @@ and the field (shown under "DAG Import Errors" in the UI); see plugins/ds2_airfl
 
 from __future__ import annotations
 
+from autoscaler.errors import InputError
 from autoscaler.jobs import load_jobs
 from ds2_airflow.dag_factory import build_dags
 
-globals().update(build_dags(load_jobs()))
+try:
+    jobs = load_jobs()
+except InputError as exc:
+    # Re-raised here, without the frames of the config reader: the import error shows this one line.
+    raise InputError(exc.source, exc.problem, exc.line) from None
+
+globals().update(build_dags(jobs))

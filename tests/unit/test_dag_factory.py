@@ -1,0 +1,70 @@
+"""The DAG file: every configured job's DAGs import with the expected tasks; a bad config names job and field."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+DAGS = ROOT / "dags"
+
+
+def load(monkeypatch, tmp_path, jobs=None):
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    if jobs is not None:
+        (tmp_path / "jobs.yaml").write_text(yaml.safe_dump({"jobs": jobs}))
+        monkeypatch.setenv("DS2_JOBS_CONFIG", str(tmp_path / "jobs.yaml"))
+    monkeypatch.setenv("DS2_DATA_DIR", str(tmp_path / "data"))
+    return BundleDagBag(dag_folder=str(DAGS), bundle_path=str(DAGS))
+
+
+def entry(name, **extra):
+    return {
+        "name": name,
+        "flink_job_name": f"flink-{name}",
+        "jar": "build/ds2-testjob.jar",
+        "parallelism_args": {"Count": "--count-parallelism"},
+        **extra,
+    }
+
+
+def test_the_shipped_config_imports(monkeypatch, tmp_path):
+    bag = load(monkeypatch, tmp_path)
+    assert bag.import_errors == {}
+    assert set(bag.dags) == {"ds2_testjob", "ds2_testjob_what_if"}
+    dag = bag.dags["ds2_testjob"]
+    assert sorted(t.task_id for t in dag.tasks) == ["collect", "decide", "policy", "record", "rescale", "validate"]
+    assert dag.task_dict["policy"]._conn_id == "spark_ds2" and dag.task_dict["rescale"].pool == "ds2_testjob"
+    assert [t.task_id for t in bag.dags["ds2_testjob_what_if"].tasks] == ["what_if_policy", "compare"]
+
+
+def test_approval_adds_the_gate(monkeypatch, tmp_path):
+    approval = {"required": True, "approvers": ["alice"], "timeout": "15m", "on_timeout": "approve"}
+    bag = load(monkeypatch, tmp_path, [entry("plain"), entry("gated", approval=approval, mechanism="in-place")])
+    assert bag.import_errors == {}
+    assert set(bag.dags) == {"ds2_plain", "ds2_plain_what_if", "ds2_gated", "ds2_gated_what_if"}
+    gated = bag.dags["ds2_gated"]
+    downstream = {t.task_id: sorted(t.downstream_task_ids) for t in gated.tasks}
+    assert downstream["decide"] == ["approve", "record"] and downstream["approve"] == ["rescale"]
+    approve = gated.task_dict["approve"]
+    assert approve.defaults == ["Approve"] and approve.response_timeout.total_seconds() == 900
+    assert approve.assigned_users == [{"id": "alice", "name": "alice"}]
+    assert gated.task_dict["rescale"].mechanism == "in-place"
+    assert "approve" not in bag.dags["ds2_plain"].task_dict
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"policy": {"factor": -1}}, "job 'wc': policy.factor: must be a number >= 0, got -1"),
+        ({"approval": {"on_timeout": "maybe"}}, "job 'wc': approval.on_timeout: must be one of approve, reject, got 'maybe'"),
+    ],
+)
+def test_a_bad_config_fails_the_import_naming_job_and_field(monkeypatch, tmp_path, bad, message):
+    bag = load(monkeypatch, tmp_path, [entry("wc", **bad)])
+    assert bag.dags == {}
+    (error,) = bag.import_errors.values()
+    assert error.strip().splitlines()[-1].endswith(message)
+    assert "jobs.py" not in error  # only the DAG file's own frame, no reader internals
