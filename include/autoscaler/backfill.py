@@ -3,10 +3,11 @@
 ``airflow backfill create`` makes one DAG run per past interval. Starting a Spark application
 for each (15-20 s of JVM start per epoch) would make a day of 1-minute epochs take hours, while
 the policy computes any number of epochs in one pass. So the first backfill run to reach the
-policy task becomes the *leader*: it finds how many of the following intervals are queued
-backfill runs of the same DAG (the contiguous extent, found by binary search on the scheduler's
-run counts), computes all of their epochs in one Spark run, and leaves a *claim* per covered
-run. A follower that finds its claim (same policy fingerprint) consumes it and skips Spark; one
+policy task becomes the *leader*: it finds how many of the intervals next to its own (after and
+before it) are pending backfill runs of the same DAG -- queued, or running but not yet past their policy task, which
+waits for the lock -- and not claimed yet (the contiguous extent, found by binary search on the
+scheduler's run counts), computes all of their epochs in one Spark run, and leaves a *claim* per
+covered run. A follower that finds its claim (same policy fingerprint) consumes it and skips Spark; one
 without a claim becomes a leader itself. A lock per job serializes leaders and followers, so
 overlapping batches cannot happen even with several backfill runs active at once.
 
@@ -58,6 +59,10 @@ def take_claim(store_root: str | Path, job: str, key: str, fingerprint: str) -> 
         claim = {}
     path.unlink(missing_ok=True)
     return claim.get("leader") if claim.get("fingerprint") == fingerprint else None
+
+
+def has_claim(store_root: str | Path, job: str, key: str) -> bool:
+    return (_dir(store_root, job) / _name(key)).exists()
 
 
 def write_claims(store_root: str | Path, job: str, keys: Sequence[str], leader: str, fingerprint: str) -> None:

@@ -100,17 +100,29 @@ class DS2PolicyOperator(SparkSubmitOperator):
                 self.log.info("epoch %d was computed by the backfill batch of run %s: no Spark application", epoch, leader)
                 return {"from_epoch": epoch, "to_epoch": epoch, "run_id": leader, "run_type": BACKFILL, "batched": True}
 
-            def followers(k: int) -> list:
-                return [logical + job.interval * i for i in range(1, k + 1)]
+            def neighbours(step: int, k: int) -> list:
+                return [logical + job.interval * (step * i) for i in range(1, k + 1)]
 
-            def all_queued(k: int) -> bool:
-                return ti.get_dr_count(dag_id=ti.dag_id, logical_dates=followers(k), states=["queued"]) == k
+            def pending(step: int) -> int:
+                """How many runs next to this one (after it: step 1, before it: -1) the batch covers."""
 
-            extent = backfill.contiguous_extent(all_queued)
-            result = self._run(context, epoch, epoch + extent, BACKFILL, run_id)
-            backfill.write_claims(store_root(), job.name, [d.isoformat() for d in followers(extent)], run_id, fingerprint)
-            self.log.info("backfill batch: %d epochs in one Spark application (%d queued runs will reuse it)", extent + 1, extent)
-            return {**result, "batched": False, "epochs": extent + 1}
+                def unclaimed_and_pending(k: int) -> bool:
+                    # Queued runs, and running ones: with backfill --max-active-runs > 1 they wait
+                    # for this lock before their policy step. Claimed runs belong to another batch.
+                    dates = neighbours(step, k)
+                    if any(backfill.has_claim(store_root(), job.name, d.isoformat()) for d in dates):
+                        return False
+                    return ti.get_dr_count(dag_id=ti.dag_id, logical_dates=dates, states=["queued", "running"]) == k
+
+                return backfill.contiguous_extent(unclaimed_and_pending)
+
+            after, before = pending(1), pending(-1)
+            result = self._run(context, epoch - before, epoch + after, BACKFILL, run_id)
+            covered = [d.isoformat() for d in neighbours(-1, before) + neighbours(1, after)]
+            backfill.write_claims(store_root(), job.name, covered, run_id, fingerprint)
+            n = len(covered)
+            self.log.info("backfill batch: %d epochs in one Spark application (%d other runs reuse it)", n + 1, n)
+            return {**result, "batched": False, "epochs": len(covered) + 1}
 
 
 def what_if_options(job: JobConfig, params: dict[str, Any]) -> PolicyOptions:
