@@ -18,6 +18,9 @@ sys.path.insert(0, str(ROOT / "spark_jobs"))
 # Airflow reads AIRFLOW_HOME when first imported: never let tests touch a developer's home.
 os.environ.setdefault("AIRFLOW_HOME", str(Path(tempfile.mkdtemp(prefix="ds2-tests-airflow-"))))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+# The project's DAG folder, set before anything loads Airflow's settings: the DAG bundle manager
+# reads it once, and dag.test() serializes the DAGs from it.
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
 
 
 @pytest.fixture(scope="session")
