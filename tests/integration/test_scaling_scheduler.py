@@ -148,14 +148,16 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, airflow_server
     running = flink.client.running_job("ds2-testjob")
     assert running.id != original and flink.client.job(running.id).parallelism["Count"] == 4
 
-    # The next epoch's window spans the restart: valid but not decidable -> a green no-op run.
+    # The next epoch (its window spans the restart, or is a short window of the new job when the
+    # approval took long): a green no-op run -- warm-up, not decidable, or no change.
     def next_action():
         later = [a for a in read_epochs(store, ACTIONS, "gated").to_pylist() if a["epoch"] > action["epoch"]]
         return min(later, key=lambda a: a["epoch"]) if later else None
 
     server.screenshot(f"/dags/{DAG}/runs/{ti['dag_run_id']}/tasks/decide", shots / "decision-log.png")
     after = _poll("the epoch after the rescale", next_action, 120)
-    assert after["outcome"] == "noop" and "not decidable" in after["message"], after
+    assert after["outcome"] == "noop", after
+    assert any(why in after["message"] for why in ("not decidable", "warm-up", "no change")), after
 
     # 4. Backfill three past epochs ending with the rejected one: one Spark application,
     #    decisions marked backfill, no approval, no rescale, no action row.

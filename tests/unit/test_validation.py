@@ -141,7 +141,7 @@ def test_busy_time_longer_than_the_window(tmp_path):
     within = next(f for f in result.failures if f.rule == "times_within_window")
     assert within.offenders[0].where() == "Count#3 (epoch 5)"
     assert within.offenders[0].values == {"busy_ms": 90000.0, "window_ms": 60000.0}
-    assert "busy_ms <= window x 1.25" in result.message()
+    assert "busy_ms <= window x 1.25 + 4 s" in result.message()
     assert_kept_and_restorable(tmp_path, original, result)
 
 

@@ -61,6 +61,14 @@ class ValidationConfig:
             "so over a window W the counters may cover W +/- 2 x that interval."
         ),
     )
+    time_slack_s: float = field(
+        default=4.0,
+        metadata=_doc(
+            "Absolute slack in seconds on the same time rules: the counters' staleness does not shrink with the "
+            "window, so a short window (measured on the spot) would fail a purely relative tolerance. Default: "
+            "2 x Flink's metrics.fetcher.update-interval (2 s)."
+        ),
+    )
     rate_tolerance: float = field(
         default=0.25,
         metadata=_doc(
@@ -90,6 +98,7 @@ class ValidationConfig:
             "rate_tolerance": (self.rate_tolerance, 0.0, math.inf),
             "rate_slack": (self.rate_slack, 0.0, math.inf),
             "lateness_s": (self.lateness_s, 0.0, math.inf),
+            "time_slack_s": (self.time_slack_s, 0.0, math.inf),
         }
         for name, (value, low, high) in checks.items():
             if not (_number(value) and math.isfinite(value) and low <= value < high):

@@ -27,7 +27,7 @@ from autoscaler.validation.config import ValidationConfig
 from autoscaler.validation.expectations import ExpectColumnPairRatioToBeBetween
 from autoscaler.validation.view import DERIVED, SLOT_COLUMNS
 
-SUITE_VERSION = 1  # bump when a rule changes meaning: the version goes into every validation record
+SUITE_VERSION = 2  # bump when a rule changes meaning: the version goes into every validation record
 
 RATES = ("true_processing_rate", "true_output_rate", "observed_processing_rate", "observed_output_rate")
 TIMES = ("busy_ms", "idle_ms", "backpressured_ms")
@@ -117,10 +117,15 @@ def _metrics_expectations(config: ValidationConfig, epochs: tuple[int, int], job
             **_stamp("rates_valid", f"{rate} is >= 0 and finite (at most {config.max_rate:g} records/s)"),
         )
     high = 1 + config.time_tolerance
+    slack_ms = config.time_slack_s * 1000
     for t in TIMES:
         yield gxe.ExpectColumnValuesToBeBetween(column=t, min_value=0, **_stamp("times_within_window", f"{t} is >= 0"))
         yield ExpectColumnPairRatioToBeBetween(
-            column_A=t, column_B="window_ms", max_ratio=high, **_stamp("times_within_window", f"{t} <= window x {high:g}")
+            column_A=t,
+            column_B="window_ms",
+            max_ratio=high,
+            slack=slack_ms,
+            **_stamp("times_within_window", f"{t} <= window x {high:g} + {config.time_slack_s:g} s"),
         )
     low = 1 - config.time_tolerance
     # A window spanning a restart (warm-up) cannot account for its time: the old job's counters
@@ -131,8 +136,12 @@ def _metrics_expectations(config: ValidationConfig, epochs: tuple[int, int], job
         column_B="window_ms",
         min_ratio=low,
         max_ratio=high,
+        slack=slack_ms,
         row_condition=Column("warmup") == False,  # noqa: E712 (a GX condition, not a comparison)
-        **_stamp("times_sum_to_window", f"busy + idle + back-pressured time is within window x [{low:g}, {high:g}]"),
+        **_stamp(
+            "times_sum_to_window",
+            f"busy + idle + back-pressured time is within window x [{low:g}, {high:g}] +/- {config.time_slack_s:g} s",
+        ),
     )
     yield gxe.ExpectColumnValuesToBeBetween(
         column="window_ms", min_value=0, strict_min=True, **_stamp("window_positive", "window_end - window_start > 0")
