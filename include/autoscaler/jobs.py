@@ -138,13 +138,23 @@ class JobConfig:
         return math.floor(interval_end.timestamp() / self.interval_s + 1e-6) - 1
 
     @property
+    def lateness_s(self) -> float:
+        """How late (s) a window may start or end against its epoch's interval (validation freshness).
+
+        Default: one policy interval, at least 30 s. With ``max_active_runs=1`` a run queues
+        behind a long one (a rescale, an approval) and measures late by up to about an interval:
+        that is a late measurement, not bad data.
+        """
+        return float(self.validation.get("lateness_s", max(30.0, self.interval_s)))
+
+    @property
     def max_boundary_age_s(self) -> float:
         """How old the previous epoch's boundary snapshot may be to start this epoch's window.
 
         Older (the DAG was paused, runs queued) and the window would start before the epoch's
         interval by more than validation tolerates: a short window is measured instead.
         """
-        return self.interval_s + float(self.validation.get("lateness_s", 30.0))
+        return self.interval_s + self.lateness_s
 
     def epoch_start(self, epoch: int) -> datetime:
         return datetime.fromtimestamp(epoch * self.interval_s, tz=UTC)

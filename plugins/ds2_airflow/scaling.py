@@ -43,6 +43,7 @@ def validate_epoch_task(job: JobConfig, context: Any) -> dict[str, Any]:
     config = dataclasses.replace(
         ValidationConfig.from_mapping(topology, job.validation),
         window_s=window_s,
+        lateness_s=job.lateness_s,
         data_interval=(start, job.epoch_start(epoch + 1)),
     )
     result = validate_epoch(store_root(), job.name, epoch, config, docs_dir=docs_dir(), run_id=safe_run_id(context))

@@ -104,3 +104,10 @@ def test_paths():
     job = one(savepoint_dir="data/sp")
     assert job.deployment.savepoint_dir.endswith("/data/sp") and job.deployment.savepoint_dir.startswith("/")
     assert str(job.deployment.jar_path).startswith("/") and str(job.deployment.jar_path).endswith("build/ds2-testjob.jar")
+
+
+def test_lateness_defaults_to_one_interval():
+    assert one(policy_interval="5m").lateness_s == 300
+    assert one(policy_interval="10s", collect={"short_window": "4s"}).lateness_s == 30
+    assert one(validation={"lateness_s": 7}).lateness_s == 7
+    assert one(policy_interval="1m").max_boundary_age_s == 120
