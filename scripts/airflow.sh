@@ -122,7 +122,9 @@ write_instance_env() {
   # ... and the settings that define the instance, always ours (a caller's value is ignored).
   local base=http://127.0.0.1:$PORT
   vals[AIRFLOW__CORE__EXECUTOR]=LocalExecutor
-  vals[AIRFLOW__DATABASE__SQL_ALCHEMY_CONN]=sqlite:///$HOME_DIR/airflow.db
+  # SQLite busy timeout 30 s (default 5 s): the CLI (e.g. backfill create) writes while the
+  # scheduler does, and a 5 s wait ended in "database is locked" under load.
+  vals[AIRFLOW__DATABASE__SQL_ALCHEMY_CONN]="sqlite:///$HOME_DIR/airflow.db?timeout=30"
   vals[AIRFLOW__CORE__DAGS_FOLDER]=$DAGS_FOLDER
   vals[AIRFLOW__CORE__PLUGINS_FOLDER]=$PLUGINS_FOLDER
   vals[AIRFLOW__API__HOST]=127.0.0.1

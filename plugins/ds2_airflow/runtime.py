@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -11,6 +12,7 @@ from typing import Any
 from autoscaler.jobs import JobConfig, data_dir
 
 LIVE, BACKFILL, WHAT_IF = "live", "backfill", "what-if"
+DOCS_URL_PREFIX = "/ds2-docs"  # where the api-server serves the validation Data Docs (docs_plugin.py)
 
 
 def store_root() -> Path:
@@ -23,6 +25,16 @@ def journal_dir() -> Path:
 
 def docs_dir() -> Path:
     return data_dir() / "validation-docs"
+
+
+def docs_link(page: str) -> str:
+    """A Data Docs page as a URL of the api-server (``AIRFLOW__API__BASE_URL``), else the path itself."""
+    base = os.environ.get("AIRFLOW__API__BASE_URL", "").rstrip("/")
+    try:
+        relative = Path(page).resolve().relative_to(docs_dir().resolve())
+    except ValueError:
+        return page
+    return f"{base}{DOCS_URL_PREFIX}/{relative.as_posix()}" if base else page
 
 
 def interval_end(context: Mapping[str, Any]) -> datetime:

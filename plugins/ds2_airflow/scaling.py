@@ -22,7 +22,7 @@ from autoscaler.schemas import DECISIONS
 from autoscaler.store import read_epochs
 from autoscaler.topology import read_topology_csv
 from ds2_airflow.hooks.flink import FlinkHook
-from ds2_airflow.runtime import BACKFILL, LIVE, docs_dir, epoch_for, run_type, safe_run_id, store_root
+from ds2_airflow.runtime import BACKFILL, LIVE, docs_dir, docs_link, epoch_for, run_type, safe_run_id, store_root
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
         decided_epochs_since_rescale=decided,
         free_slots=_free_slots(job) if kind == LIVE else None,
         now=datetime.now(UTC),
-        validation=(validation.get("summary", "") + (f" — Data Docs: {docs[0]}" if docs else "")) or None,
+        validation=(validation.get("summary", "") + (f" — [Data Docs]({docs_link(docs[0])})" if docs else "")) or None,
     )
     for line in plan.log_lines():
         log.info("%s", line)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from datetime import datetime
 
 import pytest
+import requests
 
 from autoscaler.jobs import load_jobs
 from autoscaler.schemas import ACTIONS, DECISIONS
@@ -115,6 +117,11 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, airflow_server
     # 1. Nobody answers: after the timeout the configured answer (reject) applies.
     detail = _poll("a pending approval", lambda: _pending(server), 240)
     assert "| Count | 1 → **4** |" in detail["body"] and detail["subject"].startswith("Rescale gated")
+    # The body links the epoch's validation result, served by the api-server (ds2_airflow/docs_plugin.py).
+    link = re.search(r"\[Data Docs\]\((http[^)]+)\)", detail["body"])
+    assert link and link.group(1).startswith(server.base_url + "/ds2-docs/"), detail["body"]
+    page = requests.get(link.group(1), timeout=30)
+    assert page.status_code == 200 and "gated" in page.text and "<html" in page.text.lower()
     server.screenshot(
         f"/dags/{DAG}/runs/{detail['task_instance']['dag_run_id']}/tasks/approve/required_actions", shots / "approval.png"
     )
@@ -164,11 +171,21 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, airflow_server
     actions_before = {a["epoch"]: a for a in read_epochs(store, ACTIONS, "gated").to_pylist()}
     first = rejected_epoch - 2
     start = job.epoch_start(first)
-    server.airflow(
-        "backfill", "create", "--dag-id", DAG,
-        "--from-date", start.isoformat(), "--to-date", job.epoch_start(rejected_epoch).isoformat(),
-        "--reprocess-behavior", "completed", "--max-active-runs", "1",
-    )  # fmt: skip
+    # Created as the UI does (POST /api/v2/backfills), with the live schedule paused meanwhile: the
+    # scheduler creating a run while the backfill creates its own ended in SQLite "database is locked".
+    server.api("PATCH", f"/api/v2/dags/{DAG}", json={"is_paused": True})
+    server.api(
+        "POST",
+        "/api/v2/backfills",
+        json={
+            "dag_id": DAG,
+            "from_date": start.isoformat(),
+            "to_date": job.epoch_start(rejected_epoch).isoformat(),
+            "reprocess_behavior": "completed",
+            "max_active_runs": 1,
+        },
+    )
+    server.api("PATCH", f"/api/v2/dags/{DAG}", json={"is_paused": False})
 
     def backfill_runs():
         runs = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns", params={"run_type": "backfill"})["dag_runs"]
