@@ -181,47 +181,21 @@ def decide(
         statuses = sorted({d["status"] for d in decisions if d["status"] != "ok"})
         return _noop(name, epoch, ops, f"metrics {'/'.join(statuses)} for {', '.join(incomplete)}: no change", validation)
 
-    st = job.stability
     for op in ops:
         _operator_rules(job, op)
     if not any(op.changes for op in ops):
         held = [op for op in ops if op.proposed != op.current]
-        summary = "DS2 proposes no change" if not held else "no change after the rules: " + "; ".join(
-            f"{op.operator_name} {'; '.join(op.notes)}" for op in held
+        summary = (
+            "DS2 proposes no change"
+            if not held
+            else "no change after the rules: " + "; ".join(f"{op.operator_name} {'; '.join(op.notes)}" for op in held)
         )
         return _noop(name, epoch, ops, summary, validation)
 
-    proposal = ", ".join(f"{op.operator_name} {op.current}→{op.final}" for op in ops if op.changes)
-    if last_rescale is not None:
-        since = epoch - last_rescale.epoch
-        if since <= st.warmup_epochs:
-            return _noop(
-                name, epoch, ops,
-                f"warm-up: epoch {since} of {st.warmup_epochs} after the rescale at epoch {last_rescale.epoch} "
-                f"(held: {proposal})",
-                validation,
-            )  # fmt: skip
-        if decided_epochs_since_rescale < st.activation_epochs:
-            return _noop(
-                name, epoch, ops,
-                f"activation: {decided_epochs_since_rescale} of {st.activation_epochs} decided epochs since the rescale "
-                f"at epoch {last_rescale.epoch} (held: {proposal})",
-                validation,
-            )  # fmt: skip
-        if st.cooldown_s and last_rescale.finished_at is not None and now is not None:
-            elapsed = (now - last_rescale.finished_at).total_seconds()
-            if elapsed < st.cooldown_s:
-                return _noop(
-                    name, epoch, ops,
-                    f"cooldown: {elapsed:.0f} s of {st.cooldown_s:.0f} s since the last rescale (held: {proposal})",
-                    validation,
-                )  # fmt: skip
-    elif decided_epochs_since_rescale < st.activation_epochs:
-        return _noop(
-            name, epoch, ops,
-            f"activation: {decided_epochs_since_rescale} of {st.activation_epochs} decided epochs (held: {proposal})",
-            validation,
-        )  # fmt: skip
+    hold = _stability_hold(job, epoch, last_rescale, decided_epochs_since_rescale, now)
+    if hold:
+        proposal = ", ".join(f"{op.operator_name} {op.current}→{op.final}" for op in ops if op.changes)
+        return _noop(name, epoch, ops, f"{hold} (held: {proposal})", validation)
 
     capacity_note = _fit_slots(ops, free_slots)
     if not any(op.changes for op in ops):
@@ -230,6 +204,23 @@ def decide(
     if capacity_note:
         summary += f" (reduced: {capacity_note})"
     return ScalingPlan(name, epoch, RESCALE, summary, ops, validation)
+
+
+def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decided: int, now: datetime | None) -> str | None:
+    """Why warm-up, activation or cooldown hold a proposal back now (None: they let it pass)."""
+    st = job.stability
+    if last is None:
+        return f"activation: {decided} of {st.activation_epochs} decided epochs" if decided < st.activation_epochs else None
+    since = epoch - last.epoch
+    if since <= st.warmup_epochs:
+        return f"warm-up: epoch {since} of {st.warmup_epochs} after the rescale at epoch {last.epoch}"
+    if decided < st.activation_epochs:
+        return f"activation: {decided} of {st.activation_epochs} decided epochs since the rescale at epoch {last.epoch}"
+    if st.cooldown_s and last.finished_at is not None and now is not None:
+        elapsed = (now - last.finished_at).total_seconds()
+        if elapsed < st.cooldown_s:
+            return f"cooldown: {elapsed:.0f} s of {st.cooldown_s:.0f} s since the last rescale"
+    return None
 
 
 def _operator_rules(job: JobConfig, op: OperatorPlan) -> None:
