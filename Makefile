@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
 .PHONY: setup demo demo-ui offline test test-fast lint bench bench-dag clean up down flink-install flink-up flink-up-adaptive flink-down \
-	flink-status flink-job airflow-up airflow-down airflow-status
+	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status
 
 setup:
 	@scripts/bootstrap.sh
@@ -58,16 +58,28 @@ flink-status:
 flink-job: setup
 	scripts/flink.sh build-job
 
-## Local Airflow alone (scripts/airflow.sh: SQLite, loopback, admin/admin).
+## Local Airflow alone (scripts/airflow.sh: loopback, admin/admin; its metadata DB on the project's
+## own PostgreSQL, scripts/postgres.sh, started with it and stopped by airflow-down).
 airflow-up: setup
 	scripts/airflow.sh up
 airflow-down:
 	scripts/airflow.sh down
+	scripts/postgres.sh down
 airflow-status:
 	scripts/airflow.sh status
+	scripts/postgres.sh status
+
+## The project's PostgreSQL alone (data/postgres, 127.0.0.1, first free port from 55432).
+postgres-up: setup
+	scripts/postgres.sh up
+postgres-down:
+	scripts/postgres.sh down
+postgres-status:
+	scripts/postgres.sh status
 
 clean:
 	-$(PY) scripts/ds2_local.py down
 	-scripts/airflow.sh down
+	-scripts/postgres.sh down
 	-scripts/flink.sh down
 	rm -rf data build .pytest_cache .ruff_cache

@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "backfill"))
     args = parser.parse_args()
 
-    from tests.integration.airflow_fixtures import start_airflow
+    from tests.integration.airflow_fixtures import start_airflow, start_postgres
 
     work = Path(tempfile.mkdtemp(prefix="bench-backfill-"))
     entry = {
@@ -84,7 +84,8 @@ def main() -> None:
     now_epoch = job.epoch_of(datetime.now(UTC))
     first = now_epoch - args.epochs - 5
     synthesize(work / "data" / "store", "bf", first, args.epochs, args.interval)
-    server = start_airflow(work / "airflow", ROOT / "dags", env)
+    postgres = start_postgres()
+    server = start_airflow(work / "airflow", ROOT / "dags", env, postgres.data_dir)
     try:
         server.wait_dag("ds2_bf")
         server.api("PATCH", "/api/v2/dags/ds2_bf", json={"is_paused": True})  # no live runs: no Flink here
@@ -114,11 +115,12 @@ def main() -> None:
         failed = sum(1 for r in runs if r["state"] != "success")
     finally:
         server.stop()
+        postgres.script("down", check=False)
     text = "\n".join(
         [
             f"# Backfill of {args.epochs} epochs (interval {args.interval} s) under a real scheduler",
             "",
-            f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; Airflow 3.3 LocalExecutor/SQLite, "
+            f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; Airflow 3.3 LocalExecutor/PostgreSQL 15, "
             "spark-submit local[2], backfill --max-active-runs 4.",
             "",
             "| figure | value |",

@@ -30,9 +30,9 @@ USER airflow
 # Dependencies first (their layer survives code changes). requirements.txt pins apache-airflow==3.3.2,
 # the version already in the image; naming it again with AIRFLOW_VERSION (set by the base image) makes
 # pip keep it rather than resolve another.
-COPY --chown=airflow:0 requirements.txt deploy/requirements-postgres.txt /opt/ds2/
+COPY --chown=airflow:0 requirements.txt /opt/ds2/
 RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" \
-        -r /opt/ds2/requirements.txt -r /opt/ds2/requirements-postgres.txt
+        -r /opt/ds2/requirements.txt
 
 # The project (--no-deps: everything it needs is pinned above).
 COPY --chown=airflow:0 pyproject.toml /opt/ds2/

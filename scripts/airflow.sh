@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# A local Apache Airflow 3.3 (SQLite, LocalExecutor, loopback only) for development, the demo and
-# integration tests: api-server, scheduler, dag-processor and triggerer as separate processes.
+# A local Apache Airflow 3.3 (PostgreSQL, LocalExecutor, loopback only) for development, the demo
+# and integration tests: api-server, scheduler, dag-processor and triggerer as separate processes.
 #
-#   scripts/airflow.sh up        migrate the DB, run ds2_airflow.bootstrap (when it exists), start the
-#                                four processes, wait until /api/v2/monitor/health is all healthy
+#   scripts/airflow.sh up        start the project's PostgreSQL (scripts/postgres.sh up) and create
+#                                this instance's database, migrate it, run ds2_airflow.bootstrap (when
+#                                it exists), start the four processes, wait until
+#                                /api/v2/monitor/health is all healthy
 #   scripts/airflow.sh down      stop the processes this instance started (SIGTERM, then SIGKILL)
 #   scripts/airflow.sh status    exit 0 running and healthy, 3 stopped, 1 running but not healthy
 #   scripts/airflow.sh env       print the exports of this instance: eval "$(scripts/airflow.sh env)"
 #                                then run 'airflow ...' CLI commands against the same home
 #   scripts/airflow.sh token     print a JWT for the admin user (POST /auth/token)
 #
-# Environment: AIRFLOW_HOME (data/airflow: one instance, SQLite DB, logs, pid files; tests use
-# their own), AIRFLOW_PORT (8080), AIRFLOW_DAGS_FOLDER (dags/), AIRFLOW_PLUGINS_FOLDER (plugins/),
+# Environment: AIRFLOW_HOME (data/airflow: one instance's logs, pid files and settings; tests use
+# their own), PG_DATA_DIR (data/postgres: the PostgreSQL server holding the metadata DB, one
+# database per AIRFLOW_HOME; several instances may share a server; 'down' leaves it running,
+# 'scripts/postgres.sh down' stops it), AIRFLOW_PORT (8080), AIRFLOW_DAGS_FOLDER (dags/), AIRFLOW_PLUGINS_FOLDER (plugins/),
 # AIRFLOW_PARALLELISM (4), AIRFLOW_ALL_ADMINS (0; 1: no login, everyone is admin, as headless
 # screenshots need), AIRFLOW_START_TIMEOUT (120 s), AIRFLOW_STOP_TIMEOUT (30 s), FLINK_REST_PORT
 # (8081, for the default flink_default connection). Users: admin/admin (SimpleAuthManager).
@@ -21,10 +25,12 @@
 # (local[*]). The virtual environment's bin comes first on PATH (SparkSubmitHook runs 'spark-submit').
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SCRIPT_NAME=airflow.sh
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV_BIN=$ROOT/.venv/bin
-PYTHON=$VENV_BIN/python
 AIRFLOW=$VENV_BIN/airflow
+POSTGRES_SH=$ROOT/scripts/postgres.sh
 
 HOME_DIR=$(realpath -m "${AIRFLOW_HOME:-$ROOT/data/airflow}")
 LOG_DIR=$HOME_DIR/logs
@@ -32,6 +38,8 @@ PID_DIR=$HOME_DIR/pids
 INSTANCE_ENV=$HOME_DIR/ds2-airflow.env # the exports of the running instance (written by 'up')
 SECRETS=$HOME_DIR/ds2-secrets.env      # JWT, API and Fernet keys: shared by all processes, kept
 PASSWORDS=$HOME_DIR/simple_auth_manager_passwords.json
+PG_DIR=$(realpath -m "${PG_DATA_DIR:-$ROOT/data/postgres}")
+export PG_DATA_DIR=$PG_DIR
 
 PORT=${AIRFLOW_PORT:-8080}
 DAGS_FOLDER=${AIRFLOW_DAGS_FOLDER:-$ROOT/dags}
@@ -45,26 +53,17 @@ ADMIN_USER=admin
 ADMIN_PASSWORD=admin
 COMPONENTS=(api-server scheduler dag-processor triggerer)
 
-log() { echo "airflow.sh: $*" >&2; }
-die() {
-  echo "airflow.sh: error: $*" >&2
-  exit 1
-}
-
-is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
-for v in PORT PARALLELISM START_TIMEOUT STOP_TIMEOUT FLINK_PORT; do
-  is_uint "${!v}" || die "$v must be a number, got '${!v}'"
-done
+check_uints PORT PARALLELISM START_TIMEOUT STOP_TIMEOUT FLINK_PORT
 case $ALL_ADMINS in 0 | 1) ;; *) die "AIRFLOW_ALL_ADMINS must be 0 or 1, got '$ALL_ADMINS'" ;; esac
 
-now_ms() { date +%s%3N; }
-secs_since() { # $1 = start in ms -> "12.3"
-  local d=$(($(now_ms) - $1))
-  printf '%d.%d' $((d / 1000)) $((d % 1000 / 100))
-}
+# This instance's database on the project's PostgreSQL: one per AIRFLOW_HOME, named after its path.
+DB_NAME=airflow_$(printf '%s' "$HOME_DIR" | sha256sum | cut -c1-12)
 
-need_python() {
-  [ -x "$AIRFLOW" ] || die "$AIRFLOW is missing: run 'make setup' first"
+# The hint for running the CLI against this instance, exactly as it must be typed.
+cli_hint() {
+  local prefix=""
+  [ "$HOME_DIR" = "$(realpath -m "$ROOT/data/airflow")" ] || prefix="AIRFLOW_HOME=$(printf '%q' "$HOME_DIR") "
+  echo "eval \"\$(${prefix}scripts/airflow.sh env)\"; airflow dags list"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -88,11 +87,6 @@ print(f"AIRFLOW__CORE__FERNET_KEY={Fernet.generate_key().decode()}")
 PY
   )
   mv "$SECRETS.tmp" "$SECRETS"
-}
-
-squote() { # a value in single quotes, for bash
-  local q="'\\''"
-  printf "'%s'" "${1//\'/$q}"
 }
 
 # Writes INSTANCE_ENV: "export K=V" lines (quoted for bash) that 'up' sources and 'env' prints.
@@ -122,9 +116,9 @@ write_instance_env() {
   # ... and the settings that define the instance, always ours (a caller's value is ignored).
   local base=http://127.0.0.1:$PORT
   vals[AIRFLOW__CORE__EXECUTOR]=LocalExecutor
-  # SQLite busy timeout 30 s (default 5 s): the CLI (e.g. backfill create) writes while the
-  # scheduler does, and a 5 s wait ended in "database is locked" under load.
-  vals[AIRFLOW__DATABASE__SQL_ALCHEMY_CONN]="sqlite:///$HOME_DIR/airflow.db?timeout=30"
+  # PostgreSQL, not SQLite: SQLite cannot serve backfill creation while the scheduler writes
+  # ("Database is locked ... Please use PostgreSQL or MySQL").
+  vals[AIRFLOW__DATABASE__SQL_ALCHEMY_CONN]=$("$POSTGRES_SH" url "$DB_NAME") || die "could not create the metadata database $DB_NAME"
   vals[AIRFLOW__CORE__DAGS_FOLDER]=$DAGS_FOLDER
   vals[AIRFLOW__CORE__PLUGINS_FOLDER]=$PLUGINS_FOLDER
   vals[AIRFLOW__API__HOST]=127.0.0.1
@@ -140,6 +134,7 @@ write_instance_env() {
   done <"$SECRETS"
   vals[SPARK_LOCAL_IP]=127.0.0.1
   vals[AIRFLOW_HOME]=$HOME_DIR
+  vals[PG_DATA_DIR]=$PG_DIR
   (
     umask 077
     {
@@ -172,18 +167,6 @@ load_instance_env() {
 
 # ---------------------------------------------------------------------------------------------
 # processes
-
-# The start time of a live process (clock ticks since boot: a recycled pid differs); fails for a
-# process that is gone or a zombie.
-proc_start() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086
-  set -- $stat
-  [ "$1" != Z ] || return 1
-  echo "${20}"
-}
 
 # The pid of a component when it still runs as the process we started (pid and start time as
 # written in its pid file); nothing otherwise, so a recycled pid is never signalled.
@@ -339,6 +322,7 @@ cmd_up() {
       return 0
     fi
     log "restarting the stopped component(s): ${missing[*]}"
+    "$POSTGRES_SH" up || die "the metadata DB's PostgreSQL did not start (scripts/postgres.sh, data $PG_DIR)"
     since=$(date +%s)
     for c in "${missing[@]}"; do start_component "$c"; done
     wait_healthy "$since" || die "not healthy (see $LOG_DIR)"
@@ -350,10 +334,11 @@ cmd_up() {
   fi
   [ -d "$DAGS_FOLDER" ] || die "AIRFLOW_DAGS_FOLDER $DAGS_FOLDER is not a folder"
   t0=$(now_ms)
+  "$POSTGRES_SH" up || die "the metadata DB's PostgreSQL did not start (scripts/postgres.sh, data $PG_DIR)"
   write_instance_env
   load_instance_env
   rm -f "$PID_DIR"/*.pid
-  log "migrating the metadata DB ($HOME_DIR/airflow.db)"
+  log "migrating the metadata DB ($DB_NAME on the PostgreSQL of $PG_DIR)"
   "$AIRFLOW" db migrate >>"$LOG_DIR/db-migrate.log" 2>&1 || {
     log_tail db-migrate
     die "airflow db migrate failed (log: $LOG_DIR/db-migrate.log)"
@@ -372,7 +357,7 @@ cmd_up() {
   else
     log "UI: $BASE_URL  user: $ADMIN_USER  password: $ADMIN_PASSWORD"
   fi
-  log "CLI against this instance: eval \"\$(scripts/airflow.sh env)\"; airflow dags list"
+  log "CLI against this instance: $(cli_hint)"
 }
 
 cmd_down() {
@@ -454,9 +439,15 @@ cmd_status() {
 cmd_env() {
   [ $# -eq 0 ] || die "env takes no arguments"
   if [ -z "$(our_daemons)" ] || [ ! -f "$INSTANCE_ENV" ]; then
-    # Not running: what 'up' would use with the current environment.
-    mkdir -p "$LOG_DIR" "$PID_DIR"
-    write_instance_env
+    # Not running: what 'up' would use with the current environment, when its database server runs.
+    if "$POSTGRES_SH" status >/dev/null 2>&1; then
+      mkdir -p "$LOG_DIR" "$PID_DIR"
+      write_instance_env
+    elif [ -f "$INSTANCE_ENV" ]; then
+      log "note: not running, and its PostgreSQL is stopped: 'scripts/airflow.sh up' first"
+    else
+      die "no instance in $HOME_DIR yet: 'scripts/airflow.sh up' first"
+    fi
   fi
   cat "$INSTANCE_ENV"
 }
@@ -470,10 +461,6 @@ cmd_token() {
     -d "{\"username\":\"$ADMIN_USER\",\"password\":\"$ADMIN_PASSWORD\"}" "$BASE_URL/auth/token") ||
     die "POST $BASE_URL/auth/token failed"
   "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' <<<"$body"
-}
-
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
 }
 
 main() {

@@ -17,12 +17,15 @@ need_java() {
 have_deb() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # Debian packages: a JDK (Spark and Flink run on it; the Flink test job is compiled with javac),
 # curl (scripts/flink.sh and scripts/airflow.sh poll REST APIs with it), chromium and a font
-# (scripts/screenshot.py: headless screenshots of the Airflow UI).
+# (scripts/screenshot.py: headless screenshots of the Airflow UI), PostgreSQL's server binaries
+# (scripts/postgres.sh runs the project's own cluster for the local Airflow's metadata DB; the
+# package's own cluster is never started or touched by the project).
 packages=()
 need_java && packages+=(openjdk-17-jdk-headless)
 command -v curl >/dev/null 2>&1 || packages+=(curl)
 [ -x /usr/bin/chromium ] || packages+=(chromium)
 have_deb fonts-dejavu-core || packages+=(fonts-dejavu-core)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || packages+=(postgresql)
 if [ ${#packages[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${packages[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); else SUDO=(); fi

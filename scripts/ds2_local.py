@@ -6,10 +6,10 @@
 
 ``demo`` starts Flink (its own instance under data/demo/flink), submits the test job
 under-provisioned with a stepped rate schedule, starts Airflow (api-server, scheduler,
-dag-processor, triggerer; SQLite) with the demo job's DAG unpaused, and lets the scheduler run
-the scaling DAG every interval while the load steps up and down. It prints one line per epoch,
-then the report (rescales to converge, oscillations, time to sustained rate,
-over-provisioning, downtime) and writes data/demo/report.md and data/demo/demo.png. Everything it
+dag-processor, triggerer; its metadata DB on the project's own PostgreSQL) with the demo job's
+DAG unpaused, and lets the scheduler run the scaling DAG every interval while the load steps up
+and down. It prints one line per epoch, then the report (rescales to converge, oscillations, time
+to sustained rate, over-provisioning, downtime) and writes data/demo/report.md and data/demo/demo.png. Everything it
 started is stopped at the end (``--keep-ui`` leaves Airflow and Flink up); the data stays.
 
 ``up`` starts the development stack for the jobs in include/jobs.yaml (Flink on 8081 with the
@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = ROOT / ".venv" / "bin"
 FLINK_SH = ROOT / "scripts" / "flink.sh"
 AIRFLOW_SH = ROOT / "scripts" / "airflow.sh"
+POSTGRES_SH = ROOT / "scripts" / "postgres.sh"
 JAR = ROOT / "build" / "ds2-testjob.jar"
 PARALLELISM_ARGS = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}
 OPERATORS = ["Source: Source", "Parse", "Count", "Sink: Writer"]
@@ -65,7 +66,7 @@ def run(args: list[str], env: dict[str, str], check: bool = True) -> subprocess.
 
 
 class Stack:
-    """A Flink instance and an Airflow instance under one folder, stopped by their pid files."""
+    """Flink, PostgreSQL and Airflow instances under one folder, stopped by their pid files."""
 
     def __init__(self, folder: Path, flink_port: int, airflow_port: int, extra_env: dict[str, str]) -> None:
         self.folder = folder
@@ -76,6 +77,7 @@ class Stack:
             "FLINK_REST_PORT": str(flink_port),
             "FLINK_RPC_PORT": str(free_port(6123)),
             "AIRFLOW_HOME": str(folder / "airflow"),
+            "PG_DATA_DIR": str(folder / "postgres"),
             "AIRFLOW_PORT": str(airflow_port),
             "SPARK_LOCAL_IP": "127.0.0.1",
             **extra_env,
@@ -92,6 +94,7 @@ class Stack:
 
     def down(self) -> None:
         run([str(AIRFLOW_SH), "down"], self.env, check=False)
+        run([str(POSTGRES_SH), "down"], self.env, check=False)
         run([str(FLINK_SH), "down"], self.env, check=False)
 
     def client(self):  # noqa: ANN201 - the core client type
@@ -180,7 +183,7 @@ def demo(args: argparse.Namespace) -> int:
         print("\n" + loop_report.summary(ps, rows), flush=True)
         log(f"report: {out / 'report.md'}; chart: {png}")
         if args.keep_ui:
-            log(f"kept running: Airflow {stack.airflow_url} (admin/admin), Flink {stack.flink_url}; stop with: make demo-down")
+            log(f"kept running: Airflow {stack.airflow_url} (admin/admin), Flink {stack.flink_url}; stop with: make down")
         return 0
     finally:
         if not args.keep_ui:

@@ -19,7 +19,9 @@
 # savepoints, checkpoints, pid files and the daemons' temp folder. The distribution is shared.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SCRIPT_NAME=flink.sh
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 FLINK_VERSION=2.3.0
 BUILD_DIR=$ROOT/build
 DOWNLOAD_DIR=$BUILD_DIR/downloads
@@ -31,7 +33,6 @@ LOG_DIR=$DATA_DIR/log
 PID_DIR=$DATA_DIR/pids
 TMP_DIR=$DATA_DIR/tmp
 TEMPLATE_DIR=$ROOT/conf/flink
-PYTHON=$ROOT/.venv/bin/python
 
 REST_PORT=${FLINK_REST_PORT:-8081}
 RPC_PORT=${FLINK_RPC_PORT:-6123}
@@ -46,26 +47,7 @@ FLINK_ENV=(env -u FLINK_LIB_DIR -u FLINK_PLUGINS_DIR -u FLINK_OPT_DIR
   -u FLINK_ENV_JAVA_OPTS -u FLINK_ENV_JAVA_OPTS_JM -u FLINK_ENV_JAVA_OPTS_TM -u FLINK_IDENT_STRING
   "FLINK_CONF_DIR=$CONF_DIR" "FLINK_LOG_DIR=$LOG_DIR" "FLINK_PID_DIR=$PID_DIR")
 
-log() { echo "flink.sh: $*" >&2; }
-die() {
-  echo "flink.sh: error: $*" >&2
-  exit 1
-}
-
-is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
-for v in REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT; do
-  is_uint "${!v}" || die "$v must be a number, got '${!v}'"
-done
-
-now_ms() { date +%s%3N; }
-secs_since() { # $1 = start in ms -> "12.3"
-  local d=$(($(now_ms) - $1))
-  printf '%d.%d' $((d / 1000)) $((d % 1000 / 100))
-}
-
-need_python() {
-  [ -x "$PYTHON" ] || die "$PYTHON is missing: run 'make setup' first"
-}
+check_uints REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT
 
 java_cmd() {
   if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
@@ -441,10 +423,6 @@ cmd_build_job() {
   [ $# -eq 0 ] || die "build-job takes no arguments"
   cmd_install
   "$ROOT/flink-job/build.sh"
-}
-
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
 }
 
 main() {

@@ -1,10 +1,11 @@
 """A real local Airflow (api-server, scheduler, dag-processor, triggerer) for integration tests.
 
 Registered as a pytest plugin (``pytest_plugins`` in ``tests/integration/conftest.py``). Each server is
-its own instance of ``scripts/airflow.sh``: ``AIRFLOW_HOME`` in a temp folder (SQLite DB, logs, pid
-files), a free port, ``AIRFLOW_ALL_ADMINS=1`` (no login, so headless screenshots work), the DAG folder
-the test chooses; teardown stops exactly the processes it started (``scripts/airflow.sh down`` reads that
-instance's pid files). A developer's Airflow on 8080 is never touched.
+its own instance of ``scripts/airflow.sh``: ``AIRFLOW_HOME`` in a temp folder (logs, pid files), its
+own database on the session's PostgreSQL (``postgres_server``: ``scripts/postgres.sh`` on a data dir of
+its own, stopped at the end by its pid), a free port, ``AIRFLOW_ALL_ADMINS=1`` (no login, so headless
+screenshots work), the DAG folder the test chooses; teardown stops exactly the processes it started
+(``scripts/airflow.sh down`` reads that instance's pid files). A developer's Airflow on 8080 is never touched.
 
     def test_x(airflow_server_factory, tmp_path):
         server = airflow_server_factory(dags_folder=tmp_path / "dags", extra_env={"DS2_DATA_DIR": "..."})
@@ -23,9 +24,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +43,7 @@ import requests
 from tests.conftest import ROOT
 
 AIRFLOW_SH = ROOT / "scripts" / "airflow.sh"
+POSTGRES_SH = ROOT / "scripts" / "postgres.sh"
 SCREENSHOT_PY = ROOT / "scripts" / "screenshot.py"
 VENV_BIN = ROOT / ".venv" / "bin"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -85,6 +89,7 @@ class AirflowServer:
     dags_folder: Path
     env: dict[str, str]  # the instance's full environment (what 'eval "$(scripts/airflow.sh env)"' gives)
     up_seconds: float = 0.0
+    up_log: str = ""  # what 'scripts/airflow.sh up' printed
     _token: str | None = field(default=None, repr=False)
     _session: requests.Session = field(default_factory=requests.Session, repr=False)
 
@@ -219,13 +224,59 @@ def _instance_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in pairs}
 
 
-def start_airflow(home: Path, dags_folder: Path, extra_env: Mapping[str, str] | None = None) -> AirflowServer:
+@dataclass
+class PostgresServer:
+    """A PostgreSQL of ``scripts/postgres.sh`` on its own data dir."""
+
+    data_dir: Path
+    env: dict[str, str]
+
+    def script(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run([str(POSTGRES_SH), *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError(f"scripts/postgres.sh {' '.join(args)} exited {res.returncode}:\n{res.stdout}{res.stderr}")
+        return res
+
+    def pid(self) -> tuple[int, int] | None:
+        """``(pid, start ticks)`` of the postmaster, from the pid file ``up`` wrote."""
+        f = self.data_dir / "postgres.pid"
+        if not f.is_file():
+            return None
+        pid, start = f.read_text().split()
+        return int(pid), int(start)
+
+
+def start_postgres() -> PostgresServer:
+    """``scripts/postgres.sh up`` on a new data dir in /tmp (as root the server runs as 'postgres', which
+    cannot enter pytest's private temp folders)."""
+    data_dir = Path(tempfile.mkdtemp(prefix="ds2-tests-pg-"))
+    data_dir.chmod(0o755)
+    server = PostgresServer(data_dir, {**os.environ, "PG_DATA_DIR": str(data_dir)})
+    server.script("up")
+    return server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL, holding every test Airflow's metadata DB; stopped and removed at the end."""
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.script("down", check=False)
+        shutil.rmtree(server.data_dir, ignore_errors=True)
+
+
+def start_airflow(
+    home: Path, dags_folder: Path, extra_env: Mapping[str, str] | None = None, pg_data_dir: Path | None = None
+) -> AirflowServer:
     """Start an instance in ``home`` (``scripts/airflow.sh up``) and return it once it is healthy."""
     dags_folder.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     env = {
         **os.environ,
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        **({"PG_DATA_DIR": str(pg_data_dir)} if pg_data_dir else {}),
         "AIRFLOW_HOME": str(home),
         "AIRFLOW_PORT": str(port),
         "AIRFLOW_ALL_ADMINS": "1",
@@ -245,6 +296,7 @@ def start_airflow(home: Path, dags_folder: Path, extra_env: Mapping[str, str] | 
         dags_folder=dags_folder,
         env=_instance_env(env),
         up_seconds=up_seconds,
+        up_log=res.stderr,
     )
 
 
@@ -252,7 +304,9 @@ AirflowServerFactory = Callable[..., AirflowServer]
 
 
 @pytest.fixture(scope="session")
-def airflow_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowServerFactory]:
+def airflow_server_factory(
+    tmp_path_factory: pytest.TempPathFactory, postgres_server: PostgresServer
+) -> Iterator[AirflowServerFactory]:
     """``factory(dags_folder=None, extra_env=None, reuse=True) -> AirflowServer``.
 
     ``dags_folder`` defaults to the repository's ``dags/``. With ``reuse`` a server already started with
@@ -269,7 +323,7 @@ def airflow_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator
             server = servers[key]
             server.script("up")  # idempotent: reports, or restarts what a test stopped
             return server
-        server = start_airflow(tmp_path_factory.mktemp("airflow"), folder, extra_env)
+        server = start_airflow(tmp_path_factory.mktemp("airflow"), folder, extra_env, postgres_server.data_dir)
         started.append(server)
         servers[key] = server
         return server

@@ -4,11 +4,15 @@ renders in headless chromium, and 'down' stops exactly the processes it started.
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import textwrap
 import time
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.integration.airflow_fixtures import load_screenshot_module, process_alive
 
 pytestmark = pytest.mark.slow
@@ -57,6 +61,17 @@ def test_airflow_services_up_run_screenshot_down(airflow_server_factory, tmp_pat
     assert server.env["AIRFLOW_HOME"] == str(server.home)
     assert server.env["DS2_TEST_MARKER"] == "services"
     assert server.env["PATH"].split(":")[0].endswith("/.venv/bin")
+    # The metadata DB is this instance's own database on the project's PostgreSQL, on loopback.
+    assert re.fullmatch(
+        r"postgresql\+psycopg2://airflow_[0-9a-f]{12}:[A-Za-z0-9]{32}@127\.0\.0\.1:\d+/airflow_[0-9a-f]{12}",
+        server.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+    )
+    # The CLI hint 'up' printed works exactly as printed, from a shell that knows nothing else.
+    hint = re.search(r"CLI against this instance: (.+)", server.up_log)
+    assert hint, server.up_log
+    clean = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    res = subprocess.run(["bash", "-c", hint.group(1)], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
 
     dag = server.wait_dag(DAG_ID, timeout_s=60)
     assert dag["is_paused"] is False
@@ -70,8 +85,10 @@ def test_airflow_services_up_run_screenshot_down(airflow_server_factory, tmp_pat
     xcom = server.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/answer/xcomEntries/return_value")
     assert xcom["value"] in (42, "42")
 
-    # The CLI against the same home sees the same DAG.
+    # The CLI against the same home sees the same DAG, and so does the printed hint.
     assert DAG_ID in server.airflow("dags", "list", "-o", "plain").stdout
+    res = subprocess.run(["bash", "-c", hint.group(1)], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and DAG_ID in res.stdout, res.stdout + res.stderr
 
     # The UI: the DAG's grid, logged in through the all-admins token URL.
     t0 = time.monotonic()

@@ -60,7 +60,7 @@ def env_example() -> dict[str, str]:
 
 def pins() -> dict[str, str]:
     out = {}
-    for path in (ROOT / "requirements.txt", ROOT / "deploy" / "requirements-postgres.txt"):
+    for path in (ROOT / "requirements.txt",):
         for line in path.read_text().splitlines():
             line = line.split("#", 1)[0].strip()
             if line:
@@ -278,8 +278,8 @@ def test_airflow_services_share_the_project_setup(services, env_example):
 
 def test_dockerfile_installs_the_project():
     text = DOCKERFILE.read_text()
-    assert re.search(r"^COPY .*\brequirements\.txt\b.*deploy/requirements-postgres\.txt /opt/ds2/$", text, re.M)
-    assert re.search(r"pip install [^\n]*\\\n\s+-r /opt/ds2/requirements\.txt -r /opt/ds2/requirements-postgres\.txt", text)
+    assert re.search(r"^COPY .*\brequirements\.txt /opt/ds2/$", text, re.M)
+    assert re.search(r"pip install [^\n]*\\\n\s+-r /opt/ds2/requirements\.txt$", text, re.M)
     assert "openjdk-17-jre-headless" in text
     assert re.search(r"pip install --no-cache-dir --no-deps -e /opt/ds2$", text, re.M)
     versions = pins()

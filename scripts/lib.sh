@@ -1,0 +1,110 @@
+# Shell helpers shared by scripts/flink.sh, airflow.sh, postgres.sh and spark.sh. Sourced, never run.
+# The sourcing script sets SCRIPT_NAME (the prefix of its messages) and PYTHON (the venv's python)
+# before it sources this file.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+: "${PYTHON:=$ROOT/.venv/bin/python}"
+: "${SCRIPT_NAME:=$(basename "$0")}"
+
+log() { echo "$SCRIPT_NAME: $*" >&2; }
+die() {
+  echo "$SCRIPT_NAME: error: $*" >&2
+  exit 1
+}
+
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+
+# Dies unless every named variable holds an unsigned integer.
+check_uints() {
+  local v
+  for v in "$@"; do
+    is_uint "${!v}" || die "$v must be a number, got '${!v}'"
+  done
+}
+
+now_ms() { date +%s%3N; }
+secs_since() { # $1 = start in ms -> "12.3"
+  local d=$(($(now_ms) - $1))
+  printf '%d.%d' $((d / 1000)) $((d % 1000 / 100))
+}
+
+need_python() {
+  [ -x "$PYTHON" ] || die "$PYTHON is missing: run 'make setup' first"
+}
+
+# The start time of a live process (clock ticks since boot: a recycled pid differs); fails for a
+# process that is gone or a zombie.
+proc_start() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat
+  [ "$1" != Z ] || return 1
+  echo "${20}"
+}
+
+# Something listens on 127.0.0.1:$1 (a TCP connect succeeds).
+port_taken() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# The first port from $1 on (at most $2 tries, default 100) that nothing listens on.
+first_free_port() {
+  local p=$1 end=$(($1 + ${2:-100}))
+  while [ "$p" -lt "$end" ]; do
+    port_taken "$p" || {
+      echo "$p"
+      return 0
+    }
+    p=$((p + 1))
+  done
+  die "no free port in $1..$((end - 1))"
+}
+
+# A random secret of $1 (default 32) letters and digits: safe in URLs, YAML and shell words.
+random_secret() {
+  local n=${1:-32} s=""
+  while [ ${#s} -lt "$n" ]; do
+    s+=$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+  done
+  echo "${s:0:$n}"
+}
+
+squote() { # a value in single quotes, for bash
+  local q="'\\''"
+  printf "'%s'" "${1//\'/$q}"
+}
+
+# Sends SIGTERM to the given pids, waits up to STOP_TIMEOUT s for them to exit, then SIGKILLs what
+# is left. Fails when a pid survives SIGKILL.
+stop_pids() {
+  local deadline pid left
+  kill -TERM "$@" 2>/dev/null || true
+  deadline=$(($(date +%s) + ${STOP_TIMEOUT:-30}))
+  while :; do
+    left=()
+    for pid in "$@"; do
+      proc_start "$pid" >/dev/null && left+=("$pid")
+    done
+    [ ${#left[@]} -eq 0 ] && return 0
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log "still running after ${STOP_TIMEOUT:-30} s, killing: ${left[*]}"
+      kill -KILL "${left[@]}" 2>/dev/null || true
+      sleep 1
+      for pid in "${left[@]}"; do
+        proc_start "$pid" >/dev/null && {
+          log "could not stop pid $pid"
+          return 1
+        }
+      done
+      return 0
+    fi
+    sleep 0.2
+  done
+}
+
+# The header comment of the sourcing script (from line 2 to 'set -euo'), as its usage text.
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+}
