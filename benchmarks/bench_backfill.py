@@ -120,8 +120,8 @@ def main() -> None:
         [
             f"# Backfill of {args.epochs} epochs (interval {args.interval} s) under a real scheduler",
             "",
-            f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; Airflow 3.3 LocalExecutor/PostgreSQL 15, "
-            "spark-submit local[2], backfill --max-active-runs 4.",
+            f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; Airflow 3.3 LocalExecutor, "
+            "PostgreSQL 15, spark-submit local[2], backfill --max-active-runs 4.",
             "",
             "| figure | value |",
             "|---|---|",
