@@ -97,23 +97,28 @@ def run(argv: list[str]) -> int:
 
     # Spark is imported only now: argument and file errors above need no JVM.
     from autoscaler.sparkjob import inputs, policy, store
+    from autoscaler.sparkjob.run import StoreRun, decide_stored_epochs
     from autoscaler.sparkjob.session import policy_session
 
     spark = policy_session(master=args.master)
+    run_type = args.run_type or ("live" if args.metrics_store else "offline")
+    run_id = args.run_id or uuid.uuid4().hex
+    if args.metrics_store:
+        # The live, backfill and what-if path: the same function the Spark Connect engine runs.
+        run = StoreRun(args.store, args.job, args.from_epoch, args.to_epoch, run_type, run_id, args.topology, options,
+                       args.decisions_store)  # fmt: skip
+        decide_stored_epochs(spark, run, topology, source_rates=source_rates)
+        _print_decisions(args, spark, run.decisions_root, run_id, topology)
+        return 0
     checks = []
     if args.rates:
         metrics, counts = inputs.rates_log(spark, args.rates, topology, args.job)
         checks.append(lambda: inputs.raise_for_bad_lines(counts, args.rates, topology))
-    elif args.rates_dir:
+    else:
         metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
         if skipped:
             print(f"ds2_policy: skipped incomplete epochs {skipped} in {args.rates_dir}", file=sys.stderr)
-    else:
-        metrics = inputs.metrics_store(spark, args.store, args.job, args.from_epoch, args.to_epoch)
-        metrics, counts = inputs.guard_operators(metrics, topology)
-        checks.append(lambda: inputs.raise_for_unknown_operators(counts, args.store, args.job, topology))
-    run_type = args.run_type or ("live" if args.metrics_store else "offline")
-    run_info = policy.RunInfo(args.run_id or uuid.uuid4().hex, run_type, datetime.now(UTC).replace(microsecond=0))
+    run_info = policy.RunInfo(run_id, run_type, datetime.now(UTC).replace(microsecond=0))
     decisions = policy.decide(metrics, topology, options, run_info, source_rates)
 
     def check_all() -> None:
@@ -125,19 +130,25 @@ def run(argv: list[str]) -> int:
     root = args.decisions_store or args.store or tempfile.mkdtemp(prefix="ds2-policy-")
     try:
         store.write_epochs(decisions.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
-        if args.json or args.table:
-            rows = (
-                r.asDict() for r in inputs.stored_decisions(spark, root, args.job, run_info.run_id, topology).toLocalIterator()
-            )
-            if args.json:
-                for row in rows:
-                    print(policy.decision_json(row))
-            else:
-                print(decision_table(rows))
+        _print_decisions(args, spark, root, run_id, topology)
     finally:
         if not (args.store or args.decisions_store):
             shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def _print_decisions(args: argparse.Namespace, spark: object, root: str, run_id: str, topology: object) -> None:
+    """--json: one JSON object per (epoch, operator); --table: a text table; otherwise nothing."""
+    if not (args.json or args.table):
+        return
+    from autoscaler.sparkjob import inputs, policy
+
+    rows = (r.asDict() for r in inputs.stored_decisions(spark, root, args.job, run_id, topology).toLocalIterator())
+    if args.json:
+        for row in rows:
+            print(policy.decision_json(row))
+    else:
+        print(decision_table(rows))
 
 
 def _real_stderr() -> None:

@@ -1,10 +1,13 @@
-"""Shared fixtures: example paths and one local Spark session per test run."""
+"""Shared fixtures: example paths, one local Spark session and one warm Spark Connect server per test run."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "ds2-wordcount"
 TOPOLOGY_CSV = EXAMPLE / "flink_wordcount_topology.csv"
 RATES_LOG = EXAMPLE / "flink_rates.log"
+SPARK_SH = ROOT / "scripts" / "spark.sh"
 
 sys.path.insert(0, str(ROOT / "spark_jobs"))
 # Airflow reads AIRFLOW_HOME when first imported: never let tests touch a developer's home.
@@ -33,3 +37,45 @@ def spark():
     session = policy_session("ds2-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@dataclass
+class SparkEngine:
+    """A Spark Connect server of ``scripts/spark.sh`` on its own data dir."""
+
+    url: str
+    data_dir: Path
+    env: dict[str, str]
+
+    def script(self, *args: str, check: bool = True, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run([str(SPARK_SH), *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError(f"scripts/spark.sh {' '.join(args)} exited {res.returncode}:\n{res.stdout}{res.stderr}")
+        return res
+
+    @property
+    def connection(self) -> str:
+        """The Airflow connection (JSON) of type spark_connect that points at this server."""
+        host, port = self.url.removeprefix("sc://").rsplit(":", 1)
+        return json.dumps({"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)})
+
+
+def start_spark_engine(data_dir: Path, *flags: str) -> SparkEngine:
+    engine = SparkEngine("", data_dir, {**os.environ, "SPARK_DATA_DIR": str(data_dir)})
+    try:
+        engine.script("up", *flags)
+    except AssertionError:
+        engine.script("down", check=False)
+        raise
+    engine.url = engine.script("url").stdout.strip()
+    return engine
+
+
+@pytest.fixture(scope="session")
+def spark_engine(tmp_path_factory):
+    """A warm Spark Connect server (local mode) for the session, stopped by its pid at the end."""
+    engine = start_spark_engine(tmp_path_factory.mktemp("spark-engine"))
+    try:
+        yield engine
+    finally:
+        engine.script("down", check=False)

@@ -85,7 +85,10 @@ def scaling_dag(job: JobConfig) -> DAG:
         def validate(**context: Any) -> dict[str, Any]:
             return validate_epoch_task(job, context)
 
-        policy = DS2PolicyOperator(task_id="policy", job=job, trigger_rule="none_failed", pool=job.pool)
+        # Retried a few times: an engine that is restarting must not cost the epoch (its metrics are stored).
+        policy = DS2PolicyOperator(
+            task_id="policy", job=job, trigger_rule="none_failed", pool=job.pool, retries=3, retry_delay=timedelta(seconds=10)
+        )
 
         @task.branch(task_id="decide", trigger_rule="none_failed")
         def decide(**context: Any) -> list[str]:

@@ -1,4 +1,14 @@
-"""The DS2 policy of one job's epoch(s) as a Spark application, through the Airflow Spark connection."""
+"""The DS2 policy of one job's epoch(s) on Spark, through the job's Airflow connection.
+
+Two engines, chosen by the connection's type:
+
+- ``spark_connect`` (the default of ``make demo``, ``make up`` and the tests): a query on a warm
+  Spark Connect server (``scripts/spark.sh``, or any Spark Connect endpoint), run from the task
+  process through the Spark provider's own ``SparkConnectHook``: seconds, no JVM start;
+- ``spark``: a cold ``spark-submit`` of ``spark_jobs/ds2_policy.py`` (``SparkSubmitHook``).
+
+Both run :func:`autoscaler.sparkjob.run.decide_stored_epochs` on the same inputs and write the same rows.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +18,23 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from autoscaler import backfill
 from autoscaler.errors import InputError
 from autoscaler.flink.collect import topology_path
 from autoscaler.jobs import PROJECT_ROOT, JobConfig, data_dir
 from autoscaler.options import PolicyOptions
+from autoscaler.sparkjob.run import StoreRun
 from ds2_airflow.runtime import BACKFILL, LIVE, WHAT_IF, epoch_for, run_type, safe_run_id, store_root
 
 APPLICATION = PROJECT_ROOT / "spark_jobs" / "ds2_policy.py"
 
 
-def policy_args(
+def store_run(
     job: JobConfig,
     from_epoch: int,
     to_epoch: int,
@@ -29,18 +42,26 @@ def policy_args(
     run_id: str,
     options: PolicyOptions | None = None,
     decisions_store: str | None = None,
-) -> list[str]:
-    """Arguments of ``spark_jobs/ds2_policy.py`` for a range of the job's stored epochs."""
+) -> StoreRun:
+    """The policy run over a range of the job's stored epochs."""
     root = store_root()
+    return StoreRun(
+        store=str(root), job=job.name, from_epoch=from_epoch, to_epoch=to_epoch, run_type=run_type_, run_id=run_id,
+        topology_path=str(topology_path(root, job.name)), options=options or job.policy, decisions_store=decisions_store,
+    )  # fmt: skip
+
+
+def policy_args(run: StoreRun) -> list[str]:
+    """Arguments of ``spark_jobs/ds2_policy.py`` for a store run (the ``spark-submit`` engine)."""
     args = [
-        "--topology", str(topology_path(root, job.name)),
-        "--metrics-store", "--store", str(root), "--job", job.name,
-        "--from-epoch", str(from_epoch), "--to-epoch", str(to_epoch),
-        "--run-type", run_type_, "--run-id", run_id,
-        *(options or job.policy).cli_args(),
+        "--topology", run.topology_path,
+        "--metrics-store", "--store", run.store, "--job", run.job,
+        "--from-epoch", str(run.from_epoch), "--to-epoch", str(run.to_epoch),
+        "--run-type", run.run_type, "--run-id", run.run_id,
+        *run.options.cli_args(),
     ]  # fmt: skip
-    if decisions_store:
-        args += ["--decisions-store", decisions_store]
+    if run.decisions_store:
+        args += ["--decisions-store", run.decisions_store]
     return args
 
 
@@ -49,27 +70,60 @@ def spark_env() -> dict[str, str]:
     return {"SPARK_CONF_DIR": str(PROJECT_ROOT / "conf" / "spark"), "PYSPARK_PYTHON": sys.executable}
 
 
-class DS2PolicyOperator(SparkSubmitOperator):
-    """Run the DS2 policy Spark job on the run's epoch; a backfill computes its whole range at once.
+class PolicyEngineOperator(BaseOperator):
+    """Runs a :class:`StoreRun` on the engine the job's Spark connection names (see the module doc)."""
+
+    def __init__(self, *, job: JobConfig, **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", timedelta(minutes=30))
+        super().__init__(**kwargs)
+        self.job = job
+        self._submit_hook: SparkSubmitHook | None = None
+
+    def run_policy(self, run: StoreRun) -> str:
+        """Compute and commit the run's decisions; the engine used (``spark_connect`` or ``spark-submit``)."""
+        conn_id = self.job.spark_conn_id
+        conn = BaseHook.get_connection(conn_id)
+        if conn.conn_type == SparkConnectHook.conn_type:
+            self._run_connect(conn_id, run)
+            return "spark_connect"
+        self._submit_hook = SparkSubmitHook(
+            conn_id=conn_id, name=f"ds2-policy-{self.job.name}", application_args=policy_args(run), env_vars=spark_env()
+        )
+        self._submit_hook.submit(str(APPLICATION))
+        return "spark-submit"
+
+    def _run_connect(self, conn_id: str, run: StoreRun) -> None:
+        from autoscaler.sparkjob import engine
+        from autoscaler.sparkjob.run import decide_stored_epochs
+
+        url = SparkConnectHook(conn_id).get_connection_url()
+        try:
+            spark = engine.connect(url, what=conn_id)
+        except (engine.EngineUnavailable, ValueError) as exc:
+            # One line naming the connection and the address; the task's retries run the epoch again.
+            raise AirflowException(str(exc)) from None
+        try:
+            blocks = decide_stored_epochs(spark, run)
+        finally:
+            spark.stop()
+        self.log.info("decisions of epochs %d..%d committed (%d block(s)) through %s", run.from_epoch, run.to_epoch, blocks,
+                      engine.redact(url))  # fmt: skip
+
+    def on_kill(self) -> None:
+        if self._submit_hook is not None:
+            self._submit_hook.on_kill()
+
+
+class DS2PolicyOperator(PolicyEngineOperator):
+    """Run the DS2 policy on the run's epoch; a backfill computes its whole range at once.
 
     - live run: the epoch just collected and validated (skipped when validation found it not
       decidable, e.g. a warm-up window: there is nothing to decide);
     - backfill run: the first run of a backfill computes every queued run's epoch in one Spark
-      application and the others find their decisions done (see :mod:`autoscaler.backfill`).
+      query (or application) and the others find their decisions done (see :mod:`autoscaler.backfill`).
     """
 
-    def __init__(self, *, job: JobConfig, **kwargs: Any) -> None:
-        kwargs.setdefault("execution_timeout", timedelta(minutes=30))
-        super().__init__(
-            application=str(APPLICATION),
-            conn_id=job.spark_conn_id,
-            name=f"ds2-policy-{job.name}",
-            env_vars=spark_env(),
-            **kwargs,
-        )
-        self.job = job
-
-    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+    def execute(self, context: Any) -> dict[str, Any]:
         job = self.job
         epoch = epoch_for(job, context)
         run_id = safe_run_id(context)
@@ -77,15 +131,13 @@ class DS2PolicyOperator(SparkSubmitOperator):
             validation = context["ti"].xcom_pull(task_ids="validate")
             if validation and not validation.get("decidable", True):
                 raise AirflowSkipException(f"epoch {epoch} is not decidable ({validation.get('summary')}): no policy run")
-            return self._run(context, epoch, epoch, LIVE, run_id)
+            return self._run(epoch, epoch, LIVE, run_id)
         return self._backfill(context, epoch, run_id)
 
-    def _run(self, context: Any, first: int, last: int, kind: str, run_id: str) -> dict[str, Any]:
-        self.application_args = policy_args(self.job, first, last, kind, run_id)
-        self._hook = None  # the hook captures application_args when built
+    def _run(self, first: int, last: int, kind: str, run_id: str) -> dict[str, Any]:
         self.log.info("DS2 policy for %s epochs %d..%d (%s)", self.job.name, first, last, kind)
-        super().execute(context)
-        return {"from_epoch": first, "to_epoch": last, "run_id": run_id, "run_type": kind}
+        engine = self.run_policy(store_run(self.job, first, last, kind, run_id))
+        return {"from_epoch": first, "to_epoch": last, "run_id": run_id, "run_type": kind, "engine": engine}
 
     def _fingerprint(self) -> str:
         return hashlib.sha256((self.job.policy.to_json() + str(topology_path(store_root(), self.job.name))).encode()).hexdigest()
@@ -97,7 +149,7 @@ class DS2PolicyOperator(SparkSubmitOperator):
         with backfill.batch_lock(store_root(), job.name):
             leader = backfill.take_claim(store_root(), job.name, logical.isoformat(), fingerprint)
             if leader:
-                self.log.info("epoch %d was computed by the backfill batch of run %s: no Spark application", epoch, leader)
+                self.log.info("epoch %d was computed by the backfill batch of run %s: no Spark run", epoch, leader)
                 return {"from_epoch": epoch, "to_epoch": epoch, "run_id": leader, "run_type": BACKFILL, "batched": True}
 
             def neighbours(step: int, k: int) -> list:
@@ -117,11 +169,11 @@ class DS2PolicyOperator(SparkSubmitOperator):
                 return backfill.contiguous_extent(unclaimed_and_pending)
 
             after, before = pending(1), pending(-1)
-            result = self._run(context, epoch - before, epoch + after, BACKFILL, run_id)
+            result = self._run(epoch - before, epoch + after, BACKFILL, run_id)
             covered = [d.isoformat() for d in neighbours(-1, before) + neighbours(1, after)]
             backfill.write_claims(store_root(), job.name, covered, run_id, fingerprint)
             n = len(covered)
-            self.log.info("backfill batch: %d epochs in one Spark application (%d other runs reuse it)", n + 1, n)
+            self.log.info("backfill batch: %d epochs in one Spark run (%d other runs reuse it)", n + 1, n)
             return {**result, "batched": False, "epochs": len(covered) + 1}
 
 
@@ -151,7 +203,7 @@ def what_if_range(job: JobConfig, params: dict[str, Any], now: datetime) -> tupl
     return first, last
 
 
-class WhatIfPolicyOperator(DS2PolicyOperator):
+class WhatIfPolicyOperator(PolicyEngineOperator):
     """Recompute a range of past decisions with other policy options, into a store of their own.
 
     The live decisions are never touched: the run's decisions go to
@@ -160,16 +212,15 @@ class WhatIfPolicyOperator(DS2PolicyOperator):
     (``factor``, ``threshold``, ``min_parallelism``, ``max_parallelism``, ...).
     """
 
-    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+    def execute(self, context: Any) -> dict[str, Any]:
         params = dict(context.get("params") or {})
         options = what_if_options(self.job, params)
         first, last = what_if_range(self.job, params, datetime.now(UTC))
         run_id = safe_run_id(context)
         decisions = str(data_dir() / "what-if" / run_id)
-        self.application_args = policy_args(self.job, first, last, WHAT_IF, run_id, options, decisions)
-        self._hook = None
         self.log.info("what-if for %s epochs %d..%d with %s -> %s", self.job.name, first, last, options.to_json(), decisions)
-        SparkSubmitOperator.execute(self, context)
+        engine = self.run_policy(store_run(self.job, first, last, WHAT_IF, run_id, options, decisions))
         return {
-            "from_epoch": first, "to_epoch": last, "run_id": run_id, "decisions_store": decisions, "options": options.to_json()
+            "from_epoch": first, "to_epoch": last, "run_id": run_id, "decisions_store": decisions, "options": options.to_json(),
+            "engine": engine,
         }  # fmt: skip

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# The project's long-lived Spark engine: a Spark Connect server from pyspark's own jars (no
+# download), on loopback, so that a policy decision costs a query on a warm JVM instead of a cold
+# spark-submit. With --cluster, a Spark standalone master and worker run beside it and the Connect
+# server's executors run on that worker (the compose file's topology, as local processes).
+#
+#   scripts/spark.sh up [--cluster]   start (idempotent), wait until the server answers, then warm
+#                                     it up with one DS2 policy query on the bundled example
+#   scripts/spark.sh down             stop the processes this data dir started (by pid)
+#   scripts/spark.sh status           exit 0 running and answering, 3 stopped, 1 not answering
+#   scripts/spark.sh url              print the Connect URL (sc://127.0.0.1:PORT)
+#
+# Environment: SPARK_DATA_DIR (data/spark: pid files, logs, the worker's folder, the ports in
+# ds2-spark.env), SPARK_CONNECT_PORT (first free from 15002), SPARK_MASTER_PORT (first free from
+# 7077), SPARK_MASTER_WEBUI_PORT (first free from 8090), SPARK_WORKER_CORES (2),
+# SPARK_WORKER_MEMORY (2g), SPARK_DRIVER_MEMORY (1g), SPARK_START_TIMEOUT (180 s),
+# SPARK_STOP_TIMEOUT (30 s), DS2_SPARK_WARMUP (1; 0 skips the warm-up query).
+# Settings: conf/spark/spark-defaults.conf and conf/spark/connect-server.conf (the same --conf
+# values the compose file's spark-connect service passes).
+set -euo pipefail
+
+SCRIPT_NAME=spark.sh
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+DATA_DIR=$(realpath -m "${SPARK_DATA_DIR:-$ROOT/data/spark}")
+LOG_DIR=$DATA_DIR/logs
+PID_DIR=$DATA_DIR/pids
+WORK_DIR=$DATA_DIR/work
+STATE=$DATA_DIR/ds2-spark.env
+VENV_BIN=$ROOT/.venv/bin
+CONNECT_CONF=$ROOT/conf/spark/connect-server.conf
+WORKER_CORES=${SPARK_WORKER_CORES:-2}
+WORKER_MEMORY=${SPARK_WORKER_MEMORY:-2g}
+DRIVER_MEMORY=${SPARK_DRIVER_MEMORY:-1g}
+START_TIMEOUT=${SPARK_START_TIMEOUT:-180}
+STOP_TIMEOUT=${SPARK_STOP_TIMEOUT:-30}
+WARMUP=${DS2_SPARK_WARMUP:-1}
+check_uints WORKER_CORES START_TIMEOUT STOP_TIMEOUT WARMUP
+[[ $WORKER_MEMORY =~ ^[0-9]+[mg]$ ]] || die "SPARK_WORKER_MEMORY must look like 2g or 512m, got '$WORKER_MEMORY'"
+[[ $DRIVER_MEMORY =~ ^[0-9]+[mg]$ ]] || die "SPARK_DRIVER_MEMORY must look like 1g or 512m, got '$DRIVER_MEMORY'"
+COMPONENTS=(master worker connect)
+
+# Every Spark process: loopback only (RPC and web UIs bind SPARK_LOCAL_IP), the project's config.
+SPARK_ENV=(env "SPARK_LOCAL_IP=127.0.0.1" "SPARK_CONF_DIR=$ROOT/conf/spark" "PYSPARK_PYTHON=$VENV_BIN/python"
+  "SPARK_LOG_DIR=$LOG_DIR" "SPARK_WORKER_DIR=$WORK_DIR" "PATH=$VENV_BIN:$PATH")
+
+read_state() {
+  CONNECT_PORT= MASTER_PORT= WEBUI_PORT= MODE=
+  [ -f "$STATE" ] || return 0
+  local k v
+  while IFS='=' read -r k v; do
+    case $k in
+      CONNECT_PORT) CONNECT_PORT=$v ;;
+      MASTER_PORT) MASTER_PORT=$v ;;
+      WEBUI_PORT) WEBUI_PORT=$v ;;
+      MODE) MODE=$v ;;
+    esac
+  done <"$STATE"
+}
+
+component_pid() { # the pid of a component still running as the process we started
+  local f=$PID_DIR/$1.pid pid start now
+  [ -f "$f" ] || return 0
+  read -r pid start <"$f" || true
+  is_uint "${pid:-}" && is_uint "${start:-}" || return 0
+  now=$(proc_start "$pid") || return 0
+  [ "$now" = "$start" ] && echo "$pid"
+  return 0
+}
+
+our_pids() {
+  local c pid
+  for c in "${COMPONENTS[@]}"; do
+    pid=$(component_pid "$c")
+    [ -n "$pid" ] && echo "$pid"
+  done
+  return 0
+}
+
+start_component() { # $1 name, then the command
+  local c=$1 pid start
+  shift
+  echo "===== $(date -Is) $*" >>"$LOG_DIR/$c.log"
+  # A session of its own: the JVM outlives the make, test or task that started it.
+  setsid "${SPARK_ENV[@]}" "$@" </dev/null >>"$LOG_DIR/$c.log" 2>&1 9>&- &
+  pid=$!
+  start=$(proc_start "$pid") || die "$c exited at once (log: $LOG_DIR/$c.log)"
+  echo "$pid $start" >"$PID_DIR/$c.pid"
+}
+
+# The Connect server answers a real query (a gRPC round trip, not just an open port).
+answers() { # $1 port
+  "$VENV_BIN/python" -m autoscaler.sparkjob.engine ping "sc://127.0.0.1:$1" >/dev/null 2>&1
+}
+
+wait_for() { # $1 what, $2 component, then a command that succeeds when ready
+  local what=$1 c=$2 deadline=$(($(date +%s) + START_TIMEOUT))
+  shift 2
+  until "$@"; do
+    if [ -z "$(component_pid "$c")" ]; then
+      tail -n 30 "$LOG_DIR/$c.log" >&2 || true
+      die "$c exited during start-up (log: $LOG_DIR/$c.log)"
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      tail -n 30 "$LOG_DIR/$c.log" >&2 || true
+      die "$what not ready within $START_TIMEOUT s (log: $LOG_DIR/$c.log); 'scripts/spark.sh down' stops what was started"
+    fi
+    sleep 0.5
+  done
+}
+
+worker_registered() { # the master's JSON lists an ALIVE worker
+  curl -sf --max-time 3 "http://127.0.0.1:$WEBUI_PORT/json/" | grep -q '"state" *: *"ALIVE"'
+}
+
+connect_conf_args() { # --conf k=v for every line of conf/spark/connect-server.conf
+  local k v
+  while read -r k v; do
+    [ -z "$k" ] || [[ $k == \#* ]] && continue
+    printf '%s\n' --conf "$k=$v"
+  done <"$CONNECT_CONF"
+}
+
+cmd_up() {
+  local cluster=0 a
+  for a in "$@"; do
+    case $a in
+      --cluster) cluster=1 ;;
+      *) die "up: unknown option '$a' (expected --cluster)" ;;
+    esac
+  done
+  need_python
+  mkdir -p "$LOG_DIR" "$PID_DIR" "$WORK_DIR"
+  read_state
+  local want=local
+  [ "$cluster" = 1 ] && want=cluster
+  if [ -n "$(component_pid connect)" ]; then
+    [ "$MODE" = "$want" ] || die "already running in $MODE mode: 'scripts/spark.sh down' first to switch to $want"
+    wait_for "the Connect server on 127.0.0.1:$CONNECT_PORT" connect answers "$CONNECT_PORT"
+    log "already running: sc://127.0.0.1:$CONNECT_PORT ($MODE)"
+    return 0
+  fi
+  # Something of ours half up (e.g. the Connect server died): start clean.
+  [ -z "$(our_pids)" ] || cmd_down
+  local t0 master=()
+  t0=$(now_ms)
+  CONNECT_PORT=${SPARK_CONNECT_PORT:-}
+  if [ -n "$CONNECT_PORT" ]; then
+    check_uints CONNECT_PORT
+    port_taken "$CONNECT_PORT" && die "port $CONNECT_PORT (SPARK_CONNECT_PORT) is taken by something else"
+  else
+    CONNECT_PORT=$(first_free_port 15002)
+  fi
+  MASTER_PORT= WEBUI_PORT=
+  if [ "$cluster" = 1 ]; then
+    MASTER_PORT=${SPARK_MASTER_PORT:-$(first_free_port 7077)}
+    WEBUI_PORT=${SPARK_MASTER_WEBUI_PORT:-$(first_free_port 8090)}
+    check_uints MASTER_PORT WEBUI_PORT
+    local worker_ui
+    worker_ui=$(first_free_port $((WEBUI_PORT + 1)))
+    start_component master "$VENV_BIN/spark-class" org.apache.spark.deploy.master.Master \
+      --host 127.0.0.1 --port "$MASTER_PORT" --webui-port "$WEBUI_PORT"
+    wait_for "the master's web UI on 127.0.0.1:$WEBUI_PORT" master curl -sf --max-time 3 -o /dev/null "http://127.0.0.1:$WEBUI_PORT/json/"
+    start_component worker "$VENV_BIN/spark-class" org.apache.spark.deploy.worker.Worker "spark://127.0.0.1:$MASTER_PORT" \
+      --host 127.0.0.1 --cores "$WORKER_CORES" --memory "$WORKER_MEMORY" --webui-port "$worker_ui" --work-dir "$WORK_DIR"
+    wait_for "a worker registered with the master" worker worker_registered
+    master=(--master "spark://127.0.0.1:$MASTER_PORT" --conf "spark.cores.max=$WORKER_CORES")
+  else
+    master=(--master "local[$WORKER_CORES]")
+  fi
+  local conf=()
+  mapfile -t conf < <(connect_conf_args)
+  start_component connect "$VENV_BIN/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
+    --name ds2-spark-connect "${master[@]}" --driver-memory "$DRIVER_MEMORY" \
+    --conf spark.connect.grpc.binding.address=127.0.0.1 --conf "spark.connect.grpc.binding.port=$CONNECT_PORT" \
+    --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 "${conf[@]}" spark-internal
+  (
+    umask 077
+    printf 'MODE=%s\nCONNECT_PORT=%s\nMASTER_PORT=%s\nWEBUI_PORT=%s\n' "$want" "$CONNECT_PORT" "$MASTER_PORT" "$WEBUI_PORT" >"$STATE"
+  )
+  wait_for "the Connect server on 127.0.0.1:$CONNECT_PORT" connect answers "$CONNECT_PORT"
+  log "Spark Connect up at sc://127.0.0.1:$CONNECT_PORT ($want) in $(secs_since "$t0") s (pids $(our_pids | tr '\n' ' ' | sed 's/ $//') in $PID_DIR)"
+  if [ "$WARMUP" = 1 ]; then
+    local t1
+    t1=$(now_ms)
+    # The first query pays for JIT and code generation of the policy's wide aggregation.
+    "$VENV_BIN/python" -m autoscaler.sparkjob.engine warm-up "sc://127.0.0.1:$CONNECT_PORT" >>"$LOG_DIR/warm-up.log" 2>&1 ||
+      die "the warm-up query failed (log: $LOG_DIR/warm-up.log)"
+    log "warmed up in $(secs_since "$t1") s"
+  fi
+}
+
+cmd_down() {
+  [ $# -eq 0 ] || die "down takes no arguments"
+  local pids c pid t0
+  # The Connect server first (its executors live on the worker), then the worker, then the master.
+  pids=()
+  for c in connect worker master; do
+    pid=$(component_pid "$c")
+    [ -n "$pid" ] && pids+=("$pid")
+  done
+  if [ ${#pids[@]} -eq 0 ]; then
+    rm -f "$PID_DIR"/*.pid 2>/dev/null || true
+    log "not running"
+    return 0
+  fi
+  t0=$(now_ms)
+  for pid in "${pids[@]}"; do
+    stop_pids "$pid" || die "could not stop pid $pid"
+  done
+  rm -f "$PID_DIR"/*.pid
+  log "stopped (pids ${pids[*]}) in $(secs_since "$t0") s"
+}
+
+cmd_status() {
+  [ $# -eq 0 ] || die "status takes no arguments"
+  read_state
+  if [ -z "$(component_pid connect)" ]; then
+    echo "spark: stopped (data $DATA_DIR)"
+    return 3
+  fi
+  if ! answers "$CONNECT_PORT"; then
+    echo "spark: running ($MODE) but sc://127.0.0.1:$CONNECT_PORT does not answer (log: $LOG_DIR/connect.log)"
+    return 1
+  fi
+  echo "spark: running ($MODE), sc://127.0.0.1:$CONNECT_PORT"
+  [ "$MODE" = cluster ] && echo "master: spark://127.0.0.1:$MASTER_PORT (web UI http://127.0.0.1:$WEBUI_PORT)"
+  echo "pids: $(our_pids | tr '\n' ' ' | sed 's/ $//')"
+  return 0
+}
+
+cmd_url() {
+  [ $# -eq 0 ] || die "url takes no arguments"
+  read_state
+  [ -n "$(component_pid connect)" ] || die "not running (data $DATA_DIR): 'scripts/spark.sh up' first"
+  echo "sc://127.0.0.1:$CONNECT_PORT"
+}
+
+main() {
+  [ $# -ge 1 ] || {
+    usage
+    exit 2
+  }
+  local cmd=$1
+  shift
+  case $cmd in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    status) cmd_status "$@" ;;
+    url) cmd_url "$@" ;;
+    -h | --help | help) usage ;;
+    *)
+      usage
+      die "unknown command '$cmd'"
+      ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,98 @@
+"""The warm engine (scripts/spark.sh: a Spark Connect server from pyspark's own jars).
+
+The same store run gives the same decisions through the Connect server as through spark-submit
+(the two engines of the policy task); a server that is down is reported in one line naming the
+connection and the address, at once. pyspark picks Connect or classic per process, so the
+Connect client runs in a subprocess here (the Airflow task is a process of its own too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autoscaler import store
+from autoscaler.ds2_files import read_rates_log, records_to_metrics
+from autoscaler.schemas import DECISIONS, METRICS
+from autoscaler.sparkjob import engine
+from autoscaler.topology import read_topology_csv
+from tests.conftest import RATES_LOG, ROOT, TOPOLOGY_CSV
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+VOLATILE = {"decided_at", "run_id"}
+CONNECT_RUN = """
+import sys, time
+from autoscaler.options import PolicyOptions
+from autoscaler.sparkjob import engine
+from autoscaler.sparkjob.run import StoreRun, decide_stored_epochs
+url, store, first, last, topology, out = sys.argv[1:]
+spark = engine.connect(url, what="spark_test")
+t0 = time.monotonic()
+decide_stored_epochs(spark, StoreRun(store, "wc", int(first), int(last), "live", "connect", topology,
+                                     PolicyOptions(factor=0.1), out))
+print(f"{time.monotonic() - t0:.2f}")
+spark.stop()
+"""
+
+
+def _decisions(root):
+    rows = store.read_epochs(root, DECISIONS, "wc").to_pylist()
+    return sorted(({k: v for k, v in r.items() if k not in VOLATILE} for r in rows), key=lambda r: (r["epoch"], r["operator_id"]))
+
+
+def test_connect_engine_decides_like_spark_submit(spark_engine, tmp_path):
+    topology = read_topology_csv(TOPOLOGY_CSV)
+    metrics = records_to_metrics(read_rates_log(RATES_LOG, topology), topology, "wc", "ds2-rates-log")
+    store.write_epochs(tmp_path / "store", METRICS, "wc", metrics)
+    epochs = metrics.column("epoch").to_pylist()
+    first, last = str(min(epochs)), str(max(epochs))
+    venv_bin = ROOT / ".venv" / "bin"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONF_DIR": str(ROOT / "conf" / "spark"),
+           "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable}  # fmt: skip
+
+    submit = [
+        str(venv_bin / "spark-submit"), str(ROOT / "spark_jobs" / "ds2_policy.py"),
+        "--topology", str(TOPOLOGY_CSV), "--metrics-store", "--store", str(tmp_path / "store"), "--job", "wc",
+        "--from-epoch", first, "--to-epoch", last, "--run-type", "live", "--factor", "0.1",
+        "--decisions-store", str(tmp_path / "classic"),
+    ]  # fmt: skip
+    res = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    args = [spark_engine.url, str(tmp_path / "store"), first, last, str(TOPOLOGY_CSV), str(tmp_path / "connect")]
+    res = subprocess.run([sys.executable, "-c", CONNECT_RUN, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    classic, connect = _decisions(tmp_path / "classic"), _decisions(tmp_path / "connect")
+    assert classic and connect == classic, json.dumps([classic[:2], connect[:2]], default=str)
+    assert {r["run_type"] for r in connect} == {"live"}
+    print(f"policy run through the warm engine: {res.stdout.strip()} s")
+    assert spark_engine.script("status").stdout.startswith(f"spark: running (local), {spark_engine.url}")
+
+
+def test_engine_down_is_one_line_naming_connection_and_address():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(engine.EngineUnavailable) as caught:
+        engine.check_reachable(f"sc://127.0.0.1:{port}/;token=S3cret", what="spark_ds2")
+    assert time.monotonic() - t0 < 10  # not the Connect client's minutes of retries
+    message = str(caught.value)
+    assert "\n" not in message and "spark_ds2" in message and f"127.0.0.1:{port}" in message, message
+    assert "S3cret" not in message
+    assert engine.main(["ping", f"sc://127.0.0.1:{port}"]) == 1
+
+
+@pytest.mark.parametrize("url", ["sc://host", "http://h:1", "sc://h:1\n", "sc://h:99999x", "sc://a b:1"])
+def test_malformed_connect_urls_are_refused(url):
+    with pytest.raises(ValueError, match="not a Spark Connect URL"):
+        engine.address(url)
+
+
+def test_redact_hides_token_and_user():
+    assert engine.redact("sc://h:1/;user_id=bob;token=abc;use_ssl=true") == "sc://h:1/;user_id=***;token=***;use_ssl=true"
