@@ -1,17 +1,19 @@
-"""The DS2 autoscaler: one scaling DAG (and one what-if DAG) per job registered in include/jobs.yaml.
+"""The DS2 autoscaler: one scaling DAG (and one what-if DAG) per job registered in include/jobs.yaml,
+and ``ds2_boundaries``, which takes every job's boundary snapshots on time in the triggerer.
 
-A bad entry in the jobs config fails this file's import with a message naming the file, the job
-and the field (shown under "DAG Import Errors" in the UI); see plugins/ds2_airflow/dag_factory.py.
+A bad entry costs only itself: the other jobs' DAGs are built, and ``ds2_config_errors.py`` fails
+its import with one line per bad entry, naming the file, the job and the field (shown under "DAG
+Import Errors" in the UI). A file that cannot be read or parsed fails this import too.
 """
 
 from __future__ import annotations
 
 from autoscaler.errors import InputError
-from autoscaler.jobs import load_jobs
+from autoscaler.jobs import load_jobs_each
 from ds2_airflow.dag_factory import build_dags
 
 try:
-    jobs = load_jobs()
+    jobs, _bad = load_jobs_each()
 except InputError as exc:
     # Re-raised here, without the frames of the config reader: the import error shows this one line.
     raise InputError(exc.source, exc.problem, exc.line) from None

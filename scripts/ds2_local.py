@@ -19,6 +19,7 @@ test job running, Airflow on 8080, user admin/admin); ``down`` stops what ``up``
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -35,6 +36,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 FLINK_SH = ROOT / "scripts" / "flink.sh"
 AIRFLOW_SH = ROOT / "scripts" / "airflow.sh"
 POSTGRES_SH = ROOT / "scripts" / "postgres.sh"
+SPARK_SH = ROOT / "scripts" / "spark.sh"
 JAR = ROOT / "build" / "ds2-testjob.jar"
 PARALLELISM_ARGS = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}
 OPERATORS = ["Source: Source", "Parse", "Count", "Sink: Writer"]
@@ -66,7 +68,7 @@ def run(args: list[str], env: dict[str, str], check: bool = True) -> subprocess.
 
 
 class Stack:
-    """Flink, PostgreSQL and Airflow instances under one folder, stopped by their pid files."""
+    """Flink, Spark (a warm Connect server), PostgreSQL and Airflow under one folder, stopped by their pid files."""
 
     def __init__(self, folder: Path, flink_port: int, airflow_port: int, extra_env: dict[str, str]) -> None:
         self.folder = folder
@@ -78,6 +80,7 @@ class Stack:
             "FLINK_RPC_PORT": str(free_port(6123)),
             "AIRFLOW_HOME": str(folder / "airflow"),
             "PG_DATA_DIR": str(folder / "postgres"),
+            "SPARK_DATA_DIR": str(folder / "spark"),
             "AIRFLOW_PORT": str(airflow_port),
             "SPARK_LOCAL_IP": "127.0.0.1",
             **extra_env,
@@ -89,12 +92,21 @@ class Stack:
         run([str(FLINK_SH), "build-job"], self.env)
         run([str(FLINK_SH), "up"], self.env)
 
+    def spark_up(self) -> None:
+        """The warm policy engine; the jobs' Spark connection (spark_ds2) points at it."""
+        run([str(SPARK_SH), "up"], self.env)
+        url = subprocess.run([str(SPARK_SH), "url"], cwd=ROOT, env=self.env, check=True, text=True, capture_output=True).stdout
+        host, port = url.strip().removeprefix("sc://").rsplit(":", 1)
+        conn = {"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)}
+        self.env["AIRFLOW_CONN_SPARK_DS2"] = json.dumps(conn)
+
     def airflow_up(self) -> None:
         run([str(AIRFLOW_SH), "up"], self.env)
 
     def down(self) -> None:
         run([str(AIRFLOW_SH), "down"], self.env, check=False)
         run([str(POSTGRES_SH), "down"], self.env, check=False)
+        run([str(SPARK_SH), "down"], self.env, check=False)
         run([str(FLINK_SH), "down"], self.env, check=False)
 
     def client(self):  # noqa: ANN201 - the core client type
@@ -154,6 +166,8 @@ def demo(args: argparse.Namespace) -> int:
             "tags": ["demo"],
         }
         (out / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": [entry]}, sort_keys=False))
+        log("starting the warm Spark engine (a Spark Connect server) for the policy")
+        stack.spark_up()
         log(f"starting Airflow ({stack.airflow_url}, admin/admin); DAG ds2_demo runs every {args.interval} s")
         stack.airflow_up()
         end = schedule_start.timestamp() + len(steps) * args.phase
@@ -207,6 +221,7 @@ def up(_: argparse.Namespace) -> int:
         job = find_job("testjob")
         stack.submit([*job.deployment.base_args, "--count-parallelism", "1"])
         log("submitted the test job (ds2-testjob, Count at 1: DS2 will ask for 4)")
+    stack.spark_up()
     stack.airflow_up()
     log(f"Airflow {stack.airflow_url} (admin/admin), Flink {stack.flink_url}; stop with: make down")
     return 0

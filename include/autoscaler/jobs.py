@@ -395,24 +395,39 @@ def _check_validation(config: JobConfig, where: str) -> None:
         raise InputError(where, f"{exc.source}: {exc.problem}") from None
 
 
-def parse_jobs(data: Any, source: str) -> list[JobConfig]:
+def parse_jobs_each(data: Any, source: str) -> tuple[list[JobConfig], list[InputError]]:
+    """The good jobs and one error per bad entry: a bad entry costs only itself."""
     if not isinstance(data, Mapping) or not isinstance(data.get("jobs"), list):
         raise InputError(source, "expected a mapping with a 'jobs' list")
     unknown = sorted(set(data) - {"jobs", "version"})
     if unknown:
         raise InputError(source, f"unknown top-level field {unknown[0]!r} (known: jobs, version)")
-    jobs = [_job(entry, i, source) for i, entry in enumerate(data["jobs"])]
+    jobs: list[JobConfig] = []
+    errors: list[InputError] = []
     seen: dict[str, str] = {}
-    for job in jobs:
-        for key in (job.name, job.dag_id):
-            if key in seen:
-                raise InputError(f"{source}: job {job.name!r}", f"name: clashes with job {seen[key]!r} (same name or DAG id)")
-            seen[key] = job.name
+    for i, entry in enumerate(data["jobs"]):
+        try:
+            job = _job(entry, i, source)
+        except InputError as exc:
+            errors.append(exc)
+            continue
+        clash = next((seen[key] for key in (job.name, job.dag_id) if key in seen), None)
+        if clash is not None:
+            errors.append(InputError(f"{source}: job {job.name!r}", f"name: clashes with job {clash!r} (same name or DAG id)"))
+            continue
+        seen[job.name] = seen[job.dag_id] = job.name
+        jobs.append(job)
+    return jobs, errors
+
+
+def parse_jobs(data: Any, source: str) -> list[JobConfig]:
+    jobs, errors = parse_jobs_each(data, source)
+    if errors:
+        raise errors[0]
     return jobs
 
 
-def load_jobs(path: str | Path | None = None) -> list[JobConfig]:
-    """Read and check the jobs config; every problem raises :class:`InputError` naming job and field."""
+def _read_config(path: str | Path | None) -> tuple[Any, str]:
     path = Path(path) if path else config_path()
     try:
         rel = path.resolve().relative_to(PROJECT_ROOT)
@@ -427,7 +442,20 @@ def load_jobs(path: str | Path | None = None) -> list[JobConfig]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(str(rel), f"not valid YAML: {getattr(exc, 'problem', exc)}", mark.line + 1 if mark else None) from None
-    return parse_jobs(data, str(rel))
+    return data, str(rel)
+
+
+def load_jobs(path: str | Path | None = None) -> list[JobConfig]:
+    """Read and check the jobs config; every problem raises :class:`InputError` naming job and field."""
+    return parse_jobs(*_read_config(path))
+
+
+def load_jobs_each(path: str | Path | None = None) -> tuple[list[JobConfig], list[InputError]]:
+    """Read the jobs config keeping the good entries: ``(jobs, errors)``, an error per bad entry.
+
+    A file that cannot be read or parsed at all still raises.
+    """
+    return parse_jobs_each(*_read_config(path))
 
 
 def find_job(name: str, path: str | Path | None = None) -> JobConfig:

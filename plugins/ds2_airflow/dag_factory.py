@@ -24,6 +24,7 @@ from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
 from autoscaler.jobs import JobConfig
 from ds2_airflow.operators.approval import RescaleApprovalOperator
+from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
 from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
 from ds2_airflow.operators.policy import DS2PolicyOperator, WhatIfPolicyOperator
 from ds2_airflow.operators.rescale import FlinkRescaleOperator
@@ -162,9 +163,37 @@ def what_if_dag(job: JobConfig) -> DAG:
     return dag
 
 
+BOUNDARIES_DAG_ID = "ds2_boundaries"
+BOUNDARIES_PERIOD = timedelta(hours=1)
+
+
+def boundaries_dag(jobs: list[JobConfig]) -> DAG:
+    """Every job's boundary snapshots, taken on time by the triggerer (see autoscaler/flink/boundaries.py).
+
+    Each hourly run defers one trigger that serves all jobs for the hour and a few minutes more; two
+    runs may be active at once, so the next one takes over before the last one ends.
+    """
+    with DAG(
+        dag_id=BOUNDARIES_DAG_ID,
+        description="Counter snapshots of every registered Flink job at every epoch boundary (triggerer)",
+        schedule=DeltaDataIntervalTimetable(BOUNDARIES_PERIOD),
+        start_date=min(job.start_date for job in jobs),
+        catchup=False,
+        max_active_runs=2,
+        default_args={"owner": "ds2", "retries": 3, "retry_delay": timedelta(seconds=5)},
+        tags=["ds2"],
+        doc_md="Takes the counter snapshot of every registered job at each of its epoch boundaries, in the "
+        "triggerer, so that a scaling run that starts late still measures exactly its own epoch.",
+    ) as dag:
+        BoundarySnapshotOperator(task_id="snapshots", jobs=jobs, store_root=str(store_root()), period=BOUNDARIES_PERIOD)
+    return dag
+
+
 def build_dags(jobs: list[JobConfig]) -> dict[str, DAG]:
     dags: dict[str, DAG] = {}
     for job in jobs:
         for dag in (scaling_dag(job), what_if_dag(job)):
             dags[dag.dag_id] = dag
+    if jobs:
+        dags[BOUNDARIES_DAG_ID] = boundaries_dag(jobs)
     return dags

@@ -37,15 +37,20 @@ def job_entry(flink: FlinkCluster, name: str, interval_s: int, **extra: Any) -> 
     }
 
 
-def environment(flink: FlinkCluster, config: Path, data: Path, entries: list[dict[str, Any]]) -> dict[str, str]:
-    """Write the config; the environment the DAG file, its tasks and spark-submit need."""
+def environment(
+    flink: FlinkCluster, config: Path, data: Path, entries: list[dict[str, Any]], spark_connection: str | None = None
+) -> dict[str, str]:
+    """Write the config; the environment the DAG file, its tasks and the policy engine need.
+
+    ``spark_connection``: the ``spark_test`` connection (JSON); default spark-submit on local[2].
+    """
     config.write_text(yaml.safe_dump({"version": 1, "jobs": entries}))
     host, port = flink.client.base_url.removeprefix("http://").split(":")
     return {
         "DS2_JOBS_CONFIG": str(config),
         "DS2_DATA_DIR": str(data),
         "AIRFLOW_CONN_FLINK_TEST": json.dumps({"conn_type": "flink", "host": host, "port": int(port)}),
-        "AIRFLOW_CONN_SPARK_TEST": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_SPARK_TEST": spark_connection or json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
 

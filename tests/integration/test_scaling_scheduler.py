@@ -92,12 +92,13 @@ def _keep_screenshot(path):
         shutil.copy(path, SCREENSHOTS / path.name)
 
 
-def test_approval_gate_and_backfill_under_a_real_scheduler(flink, airflow_server_factory, tmp_path_factory):
+def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, airflow_server_factory, tmp_path_factory):
     flink.cancel_all()
     flink.start_job(UNDERPROVISIONED)
     data = tmp_path_factory.mktemp("ds2-gated")
     approval = {"required": True, "approvers": ["admin"], "timeout": "20s", "on_timeout": "reject"}
-    env = environment(flink, data / "jobs.yaml", data, [job_entry(flink, "gated", INTERVAL_S, approval=approval)])
+    entries = [job_entry(flink, "gated", INTERVAL_S, approval=approval)]
+    env = environment(flink, data / "jobs.yaml", data, entries, spark_engine.connection)
     job = load_jobs(data / "jobs.yaml")[0]
     store = data / "store"
     shots = tmp_path_factory.mktemp("screenshots")
@@ -199,6 +200,7 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, airflow_server
         value = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{r['dag_run_id']}/taskInstances/policy/xcomEntries/return_value")
         policies.append(_value(value["value"]))
     assert policies[0]["batched"] is False and policies[0]["epochs"] == 3, policies
+    assert policies[0]["engine"] == "spark_connect", policies  # the warm engine, no spark-submit
     assert all(p["batched"] for p in policies[1:]), policies
     assert (policies[0]["from_epoch"], policies[0]["to_epoch"]) == (first, rejected_epoch), policies
     epochs = range(first, rejected_epoch + 1)

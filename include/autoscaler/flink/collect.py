@@ -2,8 +2,11 @@
 
 The boundary snapshot of every epoch is kept (``snapshots/job=<job>/epoch=<n>.json``) so the
 next epoch diffs against it, and a re-run of an epoch recomputes exactly the same rows from
-the two stored snapshots (idempotent). With no usable previous snapshot (first run, or one
-older than ``max_gap_s``) the collector measures a short window itself.
+the two stored snapshots (idempotent). The triggerer takes these boundaries on time
+(:mod:`autoscaler.flink.boundaries`), so a run that starts late still measures its own epoch;
+without them the collector reads the end boundary itself when it runs. With no usable previous
+boundary (the first epoch, or one older than ``max_gap_s``) it measures a short window now,
+stored as ``epoch=<n>.start.json`` and ``epoch=<n>.end.json`` beside the boundary.
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ class CollectionResult:
         )
 
 
-def snapshot_path(store_root: str | Path, job: str, epoch: int, start: bool = False) -> Path:
-    """The boundary snapshot at the end of ``epoch`` (or the start of a short window measured for it)."""
-    name = f"epoch={epoch}.start.json" if start else f"epoch={epoch}.json"
+def snapshot_path(store_root: str | Path, job: str, epoch: int, start: bool = False, end: bool = False) -> Path:
+    """The boundary snapshot at the end of ``epoch`` (or the start or end of a short window measured for it)."""
+    name = f"epoch={epoch}.start.json" if start else f"epoch={epoch}.end.json" if end else f"epoch={epoch}.json"
     return Path(store_root) / "snapshots" / f"job={validate_job_name(job)}" / name
 
 
@@ -83,27 +86,34 @@ def collect_epoch_metrics(
     boundary may be to serve as this window's start (default: no bound); ``source_rate_metric``
     is the sources' target-rate gauge, if the job has one (see :mod:`autoscaler.flink.snapshot`).
     """
-    current_path = snapshot_path(store_root, job, epoch)
+    boundary_path = snapshot_path(store_root, job, epoch)
     start_path = snapshot_path(store_root, job, epoch, start=True)
-    current = load_snapshot(current_path)
-    short = start_path.exists()
-    previous = load_snapshot(start_path) if short else load_snapshot(snapshot_path(store_root, job, epoch - 1))
-    if current is None:
-        now = datetime.now(UTC)
-        usable = previous is not None and previous.job_name == job_name
-        if usable and max_gap_s is not None and (now - previous.taken_at).total_seconds() > max_gap_s:
-            usable = False
-        if not usable:
+    end_path = snapshot_path(store_root, job, epoch, end=True)
+    boundary = load_snapshot(boundary_path)
+    previous = load_snapshot(start_path)
+    short = previous is not None  # an earlier attempt measured a short window: recompute the same rows
+    current = (load_snapshot(end_path) or boundary) if short else boundary
+    if short and current is not None and current.taken_at <= previous.taken_at:
+        current = None  # an attempt stopped inside its short window: measure its end now
+    if not short:
+        previous = load_snapshot(snapshot_path(store_root, job, epoch - 1))
+        if previous is not None and previous.job_name != job_name:
+            previous = None
+        if previous is not None and boundary is None and max_gap_s is not None:
+            if (datetime.now(UTC) - previous.taken_at).total_seconds() > max_gap_s:
+                previous = None  # too old to start this epoch's window
+        if previous is not None and current is not None and previous.taken_at >= current.taken_at:
+            previous = None
+    if previous is None or current is None:
+        if previous is None:
             previous = take_snapshot(client, job_name, source_rate_metric)
             save_snapshot(previous, start_path)
             _wait(short_window_s)
             short = True
         current = take_snapshot(client, job_name, source_rate_metric)
-        save_snapshot(current, current_path)
-    elif previous is None or previous.taken_at >= current.taken_at:
-        raise InputError(
-            str(current_path), f"epoch {epoch} was measured before but the previous boundary is missing: cannot recompute it"
-        )
+        # The epoch's boundary, when it was never taken; the end of a short window otherwise (the
+        # boundary, taken on time, stays the next epoch's start).
+        save_snapshot(current, end_path if short and boundary is not None else boundary_path)
     assert previous is not None
     rows = window_metrics(previous, current, job, epoch)
     write_epochs(store_root, METRICS, job, rows)
