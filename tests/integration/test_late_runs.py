@@ -1,0 +1,100 @@
+"""A late run is not bad data: the triggerer takes every boundary on time, so a scaling run that
+starts two intervals after its epoch ended still measures exactly that epoch, validates green and
+is decided (real Flink, the real scheduler and triggerer, the warm Spark engine).
+
+The delay is injected by keeping the job's DAG paused and triggering the run for a past epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from autoscaler.flink.boundaries import epoch_ending_at
+from autoscaler.flink.collect import snapshot_path
+from autoscaler.schemas import DECISIONS, METRICS
+from autoscaler.store import read_epochs
+from tests.conftest import ROOT
+from tests.integration.conftest import UNDERPROVISIONED
+from tests.integration.scaling_setup import environment, job_entry
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+INTERVAL_S = 10
+DAG = "ds2_late"
+
+
+def _poll(what, check, timeout_s=120.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_a_run_two_intervals_late_measures_its_own_epoch(flink, spark_engine, airflow_server_factory, tmp_path_factory):
+    flink.cancel_all()
+    flink.start_job(UNDERPROVISIONED)
+    data = tmp_path_factory.mktemp("ds2-late")
+    # Validation at its defaults (lateness one interval, at least 30 s): no allowance for the delay.
+    entry = job_entry(flink, "late", INTERVAL_S, validation={})
+    env = environment(flink, data / "jobs.yaml", data, [entry], spark_engine.connection)
+    server = airflow_server_factory(dags_folder=ROOT / "dags", extra_env=env, reuse=False)
+    try:
+        server.wait_dag(DAG)
+        server.api("PATCH", f"/api/v2/dags/{DAG}", json={"is_paused": True})  # no scheduled runs meanwhile
+        server.wait_dag("ds2_boundaries")
+
+        def deferred():
+            runs = server.api("GET", "/api/v2/dags/ds2_boundaries/dagRuns")["dag_runs"]
+            for run in runs:
+                ti = server.api("GET", f"/api/v2/dags/ds2_boundaries/dagRuns/{run['dag_run_id']}/taskInstances/snapshots")
+                if ti["state"] == "deferred":
+                    return run
+            return None
+
+        _poll("the boundary trigger to be deferred", deferred)
+        store = data / "store"
+
+        def two_boundaries():
+            folder = store / "snapshots" / "job=late"
+            names = [p.name for p in folder.iterdir()] if folder.exists() else []
+            epochs = sorted(int(m[1]) for m in map(re.compile(r"epoch=(\d+)\.json").fullmatch, names) if m)
+            return next((e for e in epochs if e - 1 in epochs), None)
+
+        epoch = _poll("two consecutive boundaries taken by the triggerer", two_boundaries, 90)
+        boundary = (epoch + 1) * INTERVAL_S
+        assert epoch_ending_at(INTERVAL_S, boundary) == epoch
+        taken = {e: snapshot_path(store, "late", e).stat().st_mtime for e in (epoch - 1, epoch)}
+        assert all(abs(t - (e + 1) * INTERVAL_S) < 15 for e, t in taken.items()), taken  # written at the boundary
+
+        # Two intervals after the epoch ended, its run starts.
+        while time.time() < boundary + 2 * INTERVAL_S:
+            time.sleep(0.2)
+        started = time.time()
+        run = server.trigger(DAG, logical_date=datetime.fromtimestamp(boundary, tz=UTC))
+        server.api("PATCH", f"/api/v2/dags/{DAG}", json={"is_paused": False})  # a paused DAG's runs stay queued
+        assert server.wait_run(DAG, run["dag_run_id"], timeout_s=180) == "success"
+        base = f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}/taskInstances"
+        states = {t["task_id"]: t["state"] for t in server.api("GET", base)["task_instances"]}
+        assert states["policy"] == "success" and states["decide"] == "success", states
+
+        rows = read_epochs(store, METRICS, "late", [epoch]).to_pylist()
+        assert rows and not any(r["warmup"] for r in rows)
+        for r in rows:  # the window is the epoch's interval, not the time the run came
+            assert abs(r["window_end"].timestamp() - boundary) < 5, r["window_end"]
+            assert abs(r["window_start"].timestamp() - (boundary - INTERVAL_S)) < 5, r["window_start"]
+        assert started - boundary >= 2 * INTERVAL_S
+        validation = server.api("GET", f"{base}/validate/xcomEntries/return_value")["value"]
+        validation = validation if isinstance(validation, dict) else json.loads(validation)
+        assert validation["decidable"] is True, validation
+        decisions = read_epochs(store, DECISIONS, "late", [epoch]).to_pylist()
+        counts = [d for d in decisions if d["operator_name"] == "Count"]
+        assert counts and counts[0]["target_parallelism"] == 4 and counts[0]["status"] == "ok", decisions
+    finally:
+        server.stop()
