@@ -4,7 +4,9 @@ Everything comes from the three tables (metrics, decisions, actions), so the sam
 made for any job and any stretch of time, not only for the demo:
 
 - per epoch: the sources' target rate (what they want to emit) and achieved rate, the sources'
-  back-pressure, every operator's parallelism, and what the autoscaler did and why;
+  back-pressure, every operator's parallelism, and what the autoscaler did and why. Every epoch
+  of the range is listed, also those with no metrics (quarantined by validation, or never
+  collected: a run that failed or never came), so a lost epoch cannot go unseen;
 - per load phase: rescales until converged (DS2's goal: one), oscillations after it (rescales
   once the rate was sustained), time from the load change to the rate sustained, and
   over-provisioning against the smallest parallelism that sustains the rate at the measured
@@ -18,11 +20,11 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from autoscaler.schemas import ACTIONS, DECISIONS, METRICS
+from autoscaler.schemas import ACTIONS, DECISIONS, METRICS, VALIDATIONS
 from autoscaler.store import read_epochs
 
 SUSTAINED = 0.95  # achieved >= 95 % of the target rate ...
@@ -43,6 +45,19 @@ class EpochRow:
     rescaled_at: datetime | None = None
     downtime_s: float | None = None
     warmup: bool = False
+    measured: bool = True  # False: no metrics for this epoch (see verdict)
+    validation: str = ""  # the validation's status (passed, not-decidable, failed) and failed rules
+
+    @property
+    def verdict(self) -> str:
+        """What became of the epoch, in one word or two."""
+        if self.validation.startswith("failed"):
+            return "quarantined"
+        if self.outcome:
+            return "rescaled" if self.outcome == "succeeded" else self.outcome
+        if not self.measured:
+            return "lost"
+        return "warm-up" if self.warmup else "no action recorded"
 
     @property
     def sustained(self) -> bool:
@@ -66,27 +81,35 @@ class Phase:
         return {op: self.final_parallelism.get(op, 0) - n for op, n in self.minimum_parallelism.items()}
 
 
-def epoch_rows(store_root: str | Path, job: str) -> list[EpochRow]:
+def epoch_rows(store_root: str | Path, job: str, epochs: range | None = None, interval_s: float | None = None) -> list[EpochRow]:
+    """One row per epoch: those with metrics, validations or actions, and every epoch of ``epochs``
+    (with ``interval_s``, to date the epochs that left no trace at all)."""
     metrics = read_epochs(store_root, METRICS, job).to_pylist()
     actions = {a["epoch"]: a for a in read_epochs(store_root, ACTIONS, job).to_pylist()}
+    validations: dict[int, dict[str, Any]] = {}
+    for v in sorted(read_epochs(store_root, VALIDATIONS, job).to_pylist(), key=lambda v: v["validated_at"]):
+        validations[v["epoch"]] = v  # the latest validation of each epoch
     by_epoch: dict[int, list[dict[str, Any]]] = {}
     for row in metrics:
         by_epoch.setdefault(row["epoch"], []).append(row)
+    wanted = set(by_epoch) | set(actions) | set(validations) | set(epochs or ())
+    if epochs is not None:
+        wanted = {e for e in wanted if epochs.start <= e < epochs.stop}
     out = []
-    for epoch in sorted(by_epoch):
-        rows = by_epoch[epoch]
-        sources = [r for r in rows if r["is_source"]]
-        window_ms = [max((r["window_end"] - r["window_start"]).total_seconds() * 1000, 1) for r in sources if r["window_end"]]
-        bp = [(r["backpressured_ms"] or 0) / w for r, w in zip(sources, window_ms, strict=False)]
-        row = EpochRow(
-            epoch=epoch,
-            end=max(r["window_end"] or r["window_start"] for r in rows),
-            target_rate=sum(r["true_output_rate"] for r in sources),
-            achieved_rate=sum(r["observed_output_rate"] for r in sources),
-            backpressure=max(bp, default=0.0),
-            parallelism={r["operator_name"]: r["parallelism"] for r in rows},
-            warmup=any(r["warmup"] for r in rows),
-        )
+    for epoch in sorted(wanted):
+        rows = by_epoch.get(epoch, [])
+        validation = validations.get(epoch)
+        if rows:
+            row = _measured_row(epoch, rows)
+        else:
+            window_end = validation and validation.get("window_end")
+            end = window_end or (datetime.fromtimestamp((epoch + 1) * interval_s, tz=UTC) if interval_s else None)
+            if end is None:
+                continue  # cannot be placed in time
+            row = EpochRow(epoch, end, math.nan, math.nan, math.nan, {}, measured=False)
+        if validation:
+            rules = validation["failed_rules"]
+            row.validation = validation["status"] + (f" ({rules})" if rules else "")
         action = actions.get(epoch)
         if action:
             row.outcome, row.message = action["outcome"], action["message"]
@@ -96,6 +119,29 @@ def epoch_rows(store_root: str | Path, job: str) -> list[EpochRow]:
                 row.rescaled_at = action["finished_at"]
         out.append(row)
     return out
+
+
+def _measured_row(epoch: int, rows: list[dict[str, Any]]) -> EpochRow:
+    sources = [r for r in rows if r["is_source"]]
+    window_ms = [max((r["window_end"] - r["window_start"]).total_seconds() * 1000, 1) for r in sources if r["window_end"]]
+    bp = [(r["backpressured_ms"] or 0) / w for r, w in zip(sources, window_ms, strict=False)]
+    return EpochRow(
+        epoch=epoch,
+        end=max(r["window_end"] or r["window_start"] for r in rows),
+        target_rate=sum(r["true_output_rate"] for r in sources),
+        achieved_rate=sum(r["observed_output_rate"] for r in sources),
+        backpressure=max(bp, default=0.0),
+        parallelism={r["operator_name"]: r["parallelism"] for r in rows},
+        warmup=any(r["warmup"] for r in rows),
+    )
+
+
+def verdict_counts(rows: Sequence[EpochRow]) -> dict[str, int]:
+    """How many epochs ended each way (rescaled, noop, warm-up, quarantined, lost, ...)."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    return counts
 
 
 def capacities(store_root: str | Path, job: str) -> dict[int, dict[str, float]]:
@@ -115,7 +161,7 @@ def phases(
     out = []
     for i, (start, rate) in enumerate(schedule):
         end = schedule[i + 1][0] if i + 1 < len(schedule) else datetime.max.replace(tzinfo=start.tzinfo)
-        mine = [r for r in rows if start < r.end <= end]
+        mine = [r for r in rows if start < r.end <= end and r.measured]
         rescaled = [r for r in mine if r.outcome == "succeeded"]
         at_rate = [r for r in mine if r.sustained and not r.warmup and abs(r.target_rate - rate) <= 0.05 * rate]
         first_sustained = at_rate[0] if at_rate else None
@@ -146,17 +192,27 @@ def phases(
 
 
 def table(rows: Sequence[EpochRow], operators: Sequence[str]) -> str:
-    head = f"{'epoch end':<9} {'target r/s':>10} {'achieved':>9} {'bp':>4} " + " ".join(f"{op[:6]:>6}" for op in operators)
-    lines = [head + "  decision", "-" * (len(head) + 40)]
+    head = (f"{'epoch end':<9} {'target r/s':>10} {'achieved':>9} {'bp':>4} " + " ".join(f"{op[:6]:>6}" for op in operators)
+            + f"  {'verdict':<11}")  # fmt: skip
+    lines = [head + " decision", "-" * (len(head) + 40)]
     for r in rows:
-        ops = " ".join(f"{r.parallelism.get(op, 0):>6}" for op in operators)
+        ops = " ".join(f"{r.parallelism.get(op, 0):>6}" if r.measured else f"{'-':>6}" for op in operators)
         what = r.outcome or "-"
         if r.outcome == "succeeded":
             what = "RESCALED " + ", ".join(f"{k}→{v}" for k, v in r.new_parallelism.items()) + f" ({r.downtime_s:.1f} s down)"
+        elif r.verdict == "quarantined":
+            what = f"validation {r.validation}: no decision"
         elif r.message:
             what += ": " + r.message
-        achieved = f"{'warm-up':>9} {'':>4}" if r.warmup else f"{r.achieved_rate:>9,.0f} {r.backpressure:>4.0%}"
-        lines.append(f"{r.end:%H:%M:%S}  {r.target_rate:>10,.0f} {achieved} {ops}  {what[:110]}")
+        elif r.verdict == "lost":
+            what = "no metrics: the run failed or never came"
+        if not r.measured:
+            numbers = f"{'-':>10} {'-':>9} {'':>4}"
+        elif r.warmup:
+            numbers = f"{r.target_rate:>10,.0f} {'warm-up':>9} {'':>4}"
+        else:
+            numbers = f"{r.target_rate:>10,.0f} {r.achieved_rate:>9,.0f} {r.backpressure:>4.0%}"
+        lines.append(f"{r.end:%H:%M:%S}  {numbers} {ops}  {r.verdict:<11} {what[:110]}")
     return "\n".join(lines)
 
 
@@ -175,7 +231,10 @@ def summary(ps: Sequence[Phase], rows: Sequence[EpochRow]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     downtime = sum(r.downtime_s or 0 for r in rows if r.outcome == "succeeded")
     rescales = sum(1 for r in rows if r.outcome == "succeeded")
-    lines += ["", f"Total: {rescales} rescales, {downtime:.1f} s downtime in all."]
+    verdicts = ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts(rows).items(), key=lambda kv: -kv[1]))
+    lost = sum(1 for r in rows if r.verdict in ("lost", "quarantined"))
+    lines += ["", f"Total: {rescales} rescales, {downtime:.1f} s downtime in all.",
+              f"Epochs: {len(rows)} ({verdicts}); {lost} without a decision for want of good metrics."]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -185,6 +244,7 @@ def chart(rows: Sequence[EpochRow], schedule: Sequence[tuple[datetime, float]], 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if r.measured]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True, height_ratios=[3, 2])
     t0 = schedule[0][0] if schedule else rows[0].end
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from autoscaler import audit, loop_report
 from autoscaler.flink.rescale import RescaleResult
-from autoscaler.schemas import DECISIONS, METRICS
+from autoscaler.schemas import DECISIONS, METRICS, VALIDATIONS
 from autoscaler.store import epoch_block, write_epochs
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -70,3 +70,27 @@ def test_phases_convergence_oscillation_and_overprovisioning(tmp_path):
     assert "RESCALED Count→4 (0.5 s down)" in loop_report.table(epochs, ["Source", "Count"])
     png = loop_report.chart(epochs, schedule, ["Source", "Count"], tmp_path / "loop.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def test_every_epoch_is_listed_with_its_verdict(tmp_path):
+    # Epoch 0 decided (noop), 1 quarantined by validation (its metrics moved away), 2 never collected
+    # (the run failed or never came), 3 a warm-up window with no action row.
+    rows = metrics(0, 20000, 20000, 4) + metrics(3, 20000, 0, 4, warmup=True)
+    write_epochs(tmp_path, METRICS, JOB, pa.Table.from_pylist(rows, schema=METRICS.arrow_schema()))
+    noop = {**rescale(0, 4), "outcome": "noop", "message": "no change"}
+    audit.record_action(tmp_path, noop)
+    failed = {
+        "job": JOB, "epoch": 1, "epoch_block": epoch_block(1), "status": "failed", "decidable": False, "rows": 2,
+        "expectations": 30, "failed": 1, "failed_rules": "windows_in_interval", "summary": "failed", "engine": "pandas",
+        "suite_version": 2, "thresholds": "{}", "docs_page": None, "quarantine": "q", "run_id": "r", "validated_at": T0,
+    }  # fmt: skip
+    write_epochs(tmp_path, VALIDATIONS, JOB, pa.Table.from_pylist([failed], schema=VALIDATIONS.arrow_schema()))
+
+    epochs = loop_report.epoch_rows(tmp_path, JOB, range(0, 4), interval_s=30)
+    assert [(r.epoch, r.verdict) for r in epochs] == [(0, "noop"), (1, "quarantined"), (2, "lost"), (3, "warm-up")]
+    text = loop_report.table(epochs, ["Source", "Count"])
+    assert "validation failed (windows_in_interval): no decision" in text
+    assert "no metrics: the run failed or never came" in text
+    summary = loop_report.summary([], epochs)
+    assert "Epochs: 4 (" in summary and "2 without a decision for want of good metrics" in summary
+    loop_report.chart(epochs, [], ["Source", "Count"], tmp_path / "loop.png")  # unmeasured epochs are skipped
