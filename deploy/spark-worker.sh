@@ -7,6 +7,8 @@
 # entrypoint does for its Kubernetes driver and executors. Executors inherit the environment.
 # Arguments go to org.apache.spark.deploy.worker.Worker (e.g. --host spark-worker spark://spark-master:7077);
 # cores, memory and work folder come from SPARK_WORKER_CORES, SPARK_WORKER_MEMORY, SPARK_WORKER_DIR.
+# With --connect first, the rest is the command to run instead (the spark-connect service: the Spark
+# Connect server's driver plans reads of the same store, as the same user).
 set -euo pipefail
 
 work_dir=${SPARK_WORKER_DIR:?SPARK_WORKER_DIR is not set}
@@ -25,4 +27,8 @@ if ! getent passwd "$(id -u)" >/dev/null 2>&1; then
   done
 fi
 
+if [ "${1:-}" = --connect ]; then
+  shift
+  exec "$@"
+fi
 exec "${SPARK_HOME:?}/bin/spark-class" org.apache.spark.deploy.worker.Worker "$@"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import socket
@@ -144,7 +145,11 @@ def demo(args: argparse.Namespace) -> int:
     try:
         log(f"starting Flink (REST {stack.flink_url}) and building the test job")
         stack.flink_up()
-        schedule_start = datetime.now(UTC).replace(microsecond=0)
+        # The DAG's first epoch starts at the first boundary after Spark and Airflow are up (about
+        # 50 s; margin for a loaded machine), so that the triggerer takes its start boundary on time;
+        # the load schedule counts from it too.
+        first_start = math.ceil((time.time() + args.startup) / args.interval) * args.interval
+        schedule_start = datetime.fromtimestamp(first_start, tz=UTC)
         base = [
             "--job-name", "ds2-testjob",
             "--rate-schedule", ",".join(f"{s}s:{r}" for s, r in steps),
@@ -152,7 +157,8 @@ def demo(args: argparse.Namespace) -> int:
             *COST_ARGS,
         ]  # fmt: skip
         job_id = stack.submit([*base, "--count-parallelism", "1"])
-        log(f"test job {job_id} runs under-provisioned: Count at 1; schedule {', '.join(f'{s}s: {r:,} rec/s' for s, r in steps)}")
+        log(f"test job {job_id} runs under-provisioned: Count at 1; from {schedule_start:%H:%M:%S} (the first epoch's "
+            f"start) {', '.join(f'{s}s: {r:,} rec/s' for s, r in steps)}")
         entry = {
             "name": "demo",
             "flink_job_name": "ds2-testjob",
@@ -164,6 +170,7 @@ def demo(args: argparse.Namespace) -> int:
             "collect": {"short_window": "10s", "source_rate_metric": "Source__Source.scheduledRate"},
             "policy": {"max_parallelism": {"Parse": 8, "Count": 8, "Sink: Writer": 8}},
             "tags": ["demo"],
+            "start_date": schedule_start.isoformat(),
         }
         (out / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": [entry]}, sort_keys=False))
         log("starting the warm Spark engine (a Spark Connect server) for the policy")
@@ -181,7 +188,7 @@ def demo(args: argparse.Namespace) -> int:
         settle = end + 3 * args.interval  # the last epoch's run gets time to finish
         while time.time() < settle:
             time.sleep(2)
-            rows = loop_report.epoch_rows(store, "demo")
+            rows = loop_report.epoch_rows(store, "demo", interval_s=args.interval)
             first = rows[0].epoch if rows and first is None else first
             for row in rows:
                 if row.epoch not in seen and (row.outcome or row.verdict == "quarantined") and row.epoch <= last:
@@ -256,6 +263,7 @@ def main() -> int:
     d.add_argument("--interval", type=int, default=30, help="policy interval, seconds (default 30)")
     d.add_argument("--phase", type=int, default=150, help="seconds per load level (default 150)")
     d.add_argument("--rates", default="20000,30000,10000", help="source rate per phase, rec/s")
+    d.add_argument("--startup", type=int, default=75, help="seconds allowed for Spark and Airflow to start (default 75)")
     d.set_defaults(func=demo)
     sub.add_parser("up", help="Flink (8081) with the test job + Airflow (8080)").set_defaults(func=up)
     sub.add_parser("down", help="stop what up/demo --keep-ui started").set_defaults(func=down)

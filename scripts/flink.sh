@@ -14,7 +14,7 @@
 #   scripts/flink.sh build-job                build build/ds2-testjob.jar (flink-job/build.sh)
 #
 # Environment: FLINK_REST_PORT (8081), FLINK_RPC_PORT (6123), FLINK_START_TIMEOUT (60 s),
-# FLINK_STOP_TIMEOUT (30 s), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own).
+# FLINK_STOP_TIMEOUT (30 s), FLINK_SLOTS (8, task slots of the TaskManager), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own).
 # An instance keeps everything in FLINK_DATA_DIR: its config (conf/), logs (log/), uploaded jars,
 # savepoints, checkpoints, pid files and the daemons' temp folder. The distribution is shared.
 set -euo pipefail
@@ -38,7 +38,7 @@ REST_PORT=${FLINK_REST_PORT:-8081}
 RPC_PORT=${FLINK_RPC_PORT:-6123}
 START_TIMEOUT=${FLINK_START_TIMEOUT:-60}
 STOP_TIMEOUT=${FLINK_STOP_TIMEOUT:-30}
-SLOTS=8
+SLOTS=${FLINK_SLOTS:-8}
 REST_URL=http://127.0.0.1:$REST_PORT
 
 # The Flink scripts read these from the environment before the config file: make sure a caller's
@@ -47,7 +47,7 @@ FLINK_ENV=(env -u FLINK_LIB_DIR -u FLINK_PLUGINS_DIR -u FLINK_OPT_DIR
   -u FLINK_ENV_JAVA_OPTS -u FLINK_ENV_JAVA_OPTS_JM -u FLINK_ENV_JAVA_OPTS_TM -u FLINK_IDENT_STRING
   "FLINK_CONF_DIR=$CONF_DIR" "FLINK_LOG_DIR=$LOG_DIR" "FLINK_PID_DIR=$PID_DIR")
 
-check_uints REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT
+check_uints REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT SLOTS
 
 java_cmd() {
   if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then

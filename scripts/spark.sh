@@ -13,10 +13,10 @@
 # Environment: SPARK_DATA_DIR (data/spark: pid files, logs, the worker's folder, the ports in
 # ds2-spark.env), SPARK_CONNECT_PORT (first free from 15002), SPARK_MASTER_PORT (first free from
 # 7077), SPARK_MASTER_WEBUI_PORT (first free from 8090), SPARK_WORKER_CORES (2),
-# SPARK_WORKER_MEMORY (2g), SPARK_DRIVER_MEMORY (1g), SPARK_START_TIMEOUT (180 s),
-# SPARK_STOP_TIMEOUT (30 s), DS2_SPARK_WARMUP (1; 0 skips the warm-up query).
-# Settings: conf/spark/spark-defaults.conf and conf/spark/connect-server.conf (the same --conf
-# values the compose file's spark-connect service passes).
+# SPARK_WORKER_MEMORY (2g), SPARK_START_TIMEOUT (180 s), SPARK_STOP_TIMEOUT (30 s),
+# DS2_SPARK_WARMUP (1; 0 skips the warm-up query).
+# Settings: conf/spark/connect-server.conf, the properties file the compose file's spark-connect
+# service starts the same server class with.
 set -euo pipefail
 
 SCRIPT_NAME=spark.sh
@@ -32,13 +32,11 @@ VENV_BIN=$ROOT/.venv/bin
 CONNECT_CONF=$ROOT/conf/spark/connect-server.conf
 WORKER_CORES=${SPARK_WORKER_CORES:-2}
 WORKER_MEMORY=${SPARK_WORKER_MEMORY:-2g}
-DRIVER_MEMORY=${SPARK_DRIVER_MEMORY:-1g}
 START_TIMEOUT=${SPARK_START_TIMEOUT:-180}
 STOP_TIMEOUT=${SPARK_STOP_TIMEOUT:-30}
 WARMUP=${DS2_SPARK_WARMUP:-1}
 check_uints WORKER_CORES START_TIMEOUT STOP_TIMEOUT WARMUP
 [[ $WORKER_MEMORY =~ ^[0-9]+[mg]$ ]] || die "SPARK_WORKER_MEMORY must look like 2g or 512m, got '$WORKER_MEMORY'"
-[[ $DRIVER_MEMORY =~ ^[0-9]+[mg]$ ]] || die "SPARK_DRIVER_MEMORY must look like 1g or 512m, got '$DRIVER_MEMORY'"
 COMPONENTS=(master worker connect)
 
 # Every Spark process: loopback only (RPC and web UIs bind SPARK_LOCAL_IP), the project's config.
@@ -114,14 +112,6 @@ worker_registered() { # the master's JSON lists an ALIVE worker
   curl -sf --max-time 3 "http://127.0.0.1:$WEBUI_PORT/json/" | grep -q '"state" *: *"ALIVE"'
 }
 
-connect_conf_args() { # --conf k=v for every line of conf/spark/connect-server.conf
-  local k v
-  while read -r k v; do
-    [ -z "$k" ] || [[ $k == \#* ]] && continue
-    printf '%s\n' --conf "$k=$v"
-  done <"$CONNECT_CONF"
-}
-
 cmd_up() {
   local cluster=0 a
   for a in "$@"; do
@@ -169,12 +159,10 @@ cmd_up() {
   else
     master=(--master "local[$WORKER_CORES]")
   fi
-  local conf=()
-  mapfile -t conf < <(connect_conf_args)
   start_component connect "$VENV_BIN/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
-    --name ds2-spark-connect "${master[@]}" --driver-memory "$DRIVER_MEMORY" \
+    --name ds2-spark-connect --properties-file "$CONNECT_CONF" "${master[@]}" \
     --conf spark.connect.grpc.binding.address=127.0.0.1 --conf "spark.connect.grpc.binding.port=$CONNECT_PORT" \
-    --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 "${conf[@]}" spark-internal
+    --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 spark-internal
   (
     umask 077
     printf 'MODE=%s\nCONNECT_PORT=%s\nMASTER_PORT=%s\nWEBUI_PORT=%s\n' "$want" "$CONNECT_PORT" "$MASTER_PORT" "$WEBUI_PORT" >"$STATE"

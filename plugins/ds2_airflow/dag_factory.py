@@ -17,12 +17,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
-from autoscaler.jobs import JobConfig
+from autoscaler.jobs import JobConfig, config_path
 from ds2_airflow.operators.approval import RescaleApprovalOperator
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
 from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
@@ -165,9 +165,10 @@ def what_if_dag(job: JobConfig) -> DAG:
 
 BOUNDARIES_DAG_ID = "ds2_boundaries"
 BOUNDARIES_PERIOD = timedelta(hours=1)
+BOUNDARIES_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def boundaries_dag(jobs: list[JobConfig]) -> DAG:
+def boundaries_dag() -> DAG:
     """Every job's boundary snapshots, taken on time by the triggerer (see autoscaler/flink/boundaries.py).
 
     Each hourly run defers one trigger that serves all jobs for the hour and a few minutes more; two
@@ -177,7 +178,8 @@ def boundaries_dag(jobs: list[JobConfig]) -> DAG:
         dag_id=BOUNDARIES_DAG_ID,
         description="Counter snapshots of every registered Flink job at every epoch boundary (triggerer)",
         schedule=DeltaDataIntervalTimetable(BOUNDARIES_PERIOD),
-        start_date=min(job.start_date for job in jobs),
+        # Fixed: the jobs' own start dates may lie ahead, and the snapshots must be there before them.
+        start_date=BOUNDARIES_START,
         catchup=False,
         max_active_runs=2,
         default_args={"owner": "ds2", "retries": 3, "retry_delay": timedelta(seconds=5)},
@@ -185,7 +187,9 @@ def boundaries_dag(jobs: list[JobConfig]) -> DAG:
         doc_md="Takes the counter snapshot of every registered job at each of its epoch boundaries, in the "
         "triggerer, so that a scaling run that starts late still measures exactly its own epoch.",
     ) as dag:
-        BoundarySnapshotOperator(task_id="snapshots", jobs=jobs, store_root=str(store_root()), period=BOUNDARIES_PERIOD)
+        BoundarySnapshotOperator(
+            task_id="snapshots", config_path=str(config_path()), store_root=str(store_root()), period=BOUNDARIES_PERIOD
+        )
     return dag
 
 
@@ -195,5 +199,5 @@ def build_dags(jobs: list[JobConfig]) -> dict[str, DAG]:
         for dag in (scaling_dag(job), what_if_dag(job)):
             dags[dag.dag_id] = dag
     if jobs:
-        dags[BOUNDARIES_DAG_ID] = boundaries_dag(jobs)
+        dags[BOUNDARIES_DAG_ID] = boundaries_dag()
     return dags

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -96,3 +98,35 @@ def test_malformed_connect_urls_are_refused(url):
 
 def test_redact_hides_token_and_user():
     assert engine.redact("sc://h:1/;user_id=bob;token=abc;use_ssl=true") == "sc://h:1/;user_id=***;token=***;use_ssl=true"
+
+
+def test_policy_runs_on_a_standalone_cluster(tmp_path):
+    """``scripts/spark.sh up --cluster``: a master, a worker and the Connect server on that master (the
+    compose topology as local processes); the policy's executors run on the worker."""
+    from tests.conftest import start_spark_engine
+
+    cluster = start_spark_engine(tmp_path / "spark", "--cluster")
+    try:
+        status = cluster.script("status").stdout
+        assert status.startswith(f"spark: running (cluster), {cluster.url}") and "master: spark://127.0.0.1:" in status
+        webui = re.search(r"web UI (http://127\.0\.0\.1:\d+)", status)[1]
+        topology = read_topology_csv(TOPOLOGY_CSV)
+        metrics = records_to_metrics(read_rates_log(RATES_LOG, topology), topology, "wc", "ds2-rates-log")
+        store.write_epochs(tmp_path / "store", METRICS, "wc", metrics)
+        epochs = metrics.column("epoch").to_pylist()
+        args = [cluster.url, str(tmp_path / "store"), str(min(epochs)), str(max(epochs)), str(TOPOLOGY_CSV),
+                str(tmp_path / "decisions")]  # fmt: skip
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+        res = subprocess.run([sys.executable, "-c", CONNECT_RUN, *args], env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]
+        decisions = _decisions(tmp_path / "decisions")
+        assert decisions and {d["status"] for d in decisions} == {"ok"}
+        master = json.loads(urllib.request.urlopen(f"{webui}/json/", timeout=10).read())
+        assert [w["state"] for w in master["workers"]] == ["ALIVE"]
+        apps = [a["name"] for a in master["activeapps"]]
+        assert apps == ["ds2-spark-connect"], master["activeapps"]  # the Connect server's executors run on the worker
+        assert master["workers"][0]["coresused"] >= 1
+        print(f"policy run on the standalone cluster: {res.stdout.strip()} s")
+    finally:
+        cluster.script("down", check=False)
+    assert cluster.script("status", check=False).returncode == 3

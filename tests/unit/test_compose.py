@@ -22,7 +22,8 @@ DOCKERFILE = ROOT / "deploy" / "airflow.Dockerfile"
 DOCKERIGNORE = ROOT / "deploy" / "airflow.Dockerfile.dockerignore"
 
 AIRFLOW_SERVICES = ("airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
-SERVICES = ("postgres", *AIRFLOW_SERVICES, "spark-master", "spark-worker", "flink-jobmanager", "flink-taskmanager")
+SERVICES = ("postgres", *AIRFLOW_SERVICES, "spark-master", "spark-worker", "spark-connect", "flink-jobmanager",
+            "flink-taskmanager")  # fmt: skip
 DATA_DIR = "/opt/ds2/data"
 PLACEHOLDER = "change-me"
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|_KEY\b")
@@ -236,7 +237,9 @@ def test_connections_point_at_the_compose_clusters(env_example, services):
     assert flink == {"conn_type": "flink", "host": "flink-jobmanager", "port": 8081}
     assert flink["host"] in services and "127.0.0.1:8081:8081" in services["flink-jobmanager"]["ports"]
     spark = json.loads(env_example["AIRFLOW_CONN_SPARK_DS2"])
-    assert spark == {"conn_type": "spark", "host": "spark://spark-master", "port": 7077}
+    assert spark == {"conn_type": "spark_connect", "host": "sc://spark-connect", "port": 15002}
+    connect = services["spark-connect"]["command"]
+    assert f"spark.connect.grpc.binding.port={spark['port']}" in connect and "spark://spark-master:7077" in connect
     master = services["spark-master"]["command"]
     assert master[master.index("--host") + 1] == "spark-master" and master[master.index("--port") + 1] == "7077"
     assert "spark://spark-master:7077" in services["spark-worker"]["command"]
@@ -332,3 +335,18 @@ def test_published_ports_bind_loopback(services):
             assert host_ip == "127.0.0.1", f"{name}: port {port} is not bound to 127.0.0.1"
             published.append(name)
     assert {"airflow-apiserver", "flink-jobmanager", "spark-master"} <= set(published)
+
+
+def test_spark_connect_is_started_as_scripts_spark_sh_starts_it(services):
+    """The compose service and the local script run the same server class with the same properties file."""
+    command = services["spark-connect"]["command"]
+    server = "org.apache.spark.sql.connect.service.SparkConnectServer"
+    assert command[command.index("--class") + 1] == server
+    assert command[command.index("--properties-file") + 1] == "/opt/ds2/conf/spark/connect-server.conf"
+    assert mount_of(services["spark-connect"], "/opt/ds2/conf") == ("./conf", "/opt/ds2/conf")
+    script = (ROOT / "scripts" / "spark.sh").read_text()
+    assert f"--class {server}" in script and '--properties-file "$CONNECT_CONF"' in script
+    assert "CONNECT_CONF=$ROOT/conf/spark/connect-server.conf" in script
+    assert (ROOT / "conf" / "spark" / "connect-server.conf").is_file()
+    assert not services["spark-connect"].get("ports"), "Spark Connect has no authentication here: never published"
+    assert mount_of(services["spark-connect"], DATA_DIR)[0] == "ds2-data"

@@ -8,7 +8,6 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from autoscaler.jobs import JobConfig
 from ds2_airflow.runtime import interval_end
 from ds2_airflow.triggers.boundaries import BoundarySnapshotTrigger
 
@@ -17,30 +16,20 @@ OVERLAP = timedelta(minutes=5)
 
 
 class BoundarySnapshotOperator(BaseOperator):
-    """Defer at once; the trigger takes each job's boundary snapshots until the end of the run's
-    period plus the overlap, then the task succeeds with a summary."""
+    """Defer at once; the trigger takes the boundary snapshots of every job of the jobs config until
+    the end of the run's period plus the overlap, then the task succeeds with a summary."""
 
-    def __init__(self, *, jobs: list[JobConfig], store_root: str, period: timedelta, **kwargs: Any) -> None:
+    def __init__(self, *, config_path: str, store_root: str, period: timedelta, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.jobs = jobs
+        self.config_path = config_path
         self.store_root = store_root
         self.period = period
 
     def execute(self, context: Any) -> None:
         until = max(interval_end(context).timestamp() + self.period.total_seconds(), time.time()) + OVERLAP.total_seconds()
-        specs = [
-            {
-                "job": job.name,
-                "flink_job_name": job.flink_job_name,
-                "interval_s": int(job.interval_s),
-                "flink_conn_id": job.flink_conn_id,
-                "source_rate_metric": job.source_rate_metric,
-            }
-            for job in self.jobs
-        ]
-        self.log.info("boundary snapshots of %s until %s", ", ".join(s["job"] for s in specs), time.ctime(until))
+        self.log.info("boundary snapshots of the jobs in %s until %s", self.config_path, time.ctime(until))
         self.defer(
-            trigger=BoundarySnapshotTrigger(specs, self.store_root, until),
+            trigger=BoundarySnapshotTrigger(self.config_path, self.store_root, until),
             method_name="execute_complete",
             timeout=timedelta(seconds=until - time.time()) + OVERLAP,
         )
