@@ -193,11 +193,12 @@ def boundaries_dag() -> DAG:
     return dag
 
 
-def build_dags(jobs: list[JobConfig]) -> dict[str, DAG]:
-    dags: dict[str, DAG] = {}
+def build_dags(jobs: list[JobConfig], only: str | None = None) -> dict[str, DAG]:
+    """Every DAG of the jobs; with ``only`` (a task's parsing context), just that DAG."""
+    builders = {BOUNDARIES_DAG_ID: boundaries_dag} if jobs else {}
     for job in jobs:
-        for dag in (scaling_dag(job), what_if_dag(job)):
-            dags[dag.dag_id] = dag
-    if jobs:
-        dags[BOUNDARIES_DAG_ID] = boundaries_dag()
-    return dags
+        builders[job.dag_id] = lambda job=job: scaling_dag(job)
+        builders[job.what_if_dag_id] = lambda job=job: what_if_dag(job)
+    if only is not None and only in builders:
+        builders = {only: builders[only]}
+    return {dag_id: build() for dag_id, build in builders.items()}

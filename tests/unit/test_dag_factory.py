@@ -91,3 +91,10 @@ def test_an_unreadable_config_fails_the_dag_file(monkeypatch, tmp_path):
     assert bag.dags == {}
     (path, error) = next(iter(bag.import_errors.items()))
     assert len(bag.import_errors) == 1 and path.endswith("ds2_autoscaler.py") and "not valid YAML" in error
+
+
+def test_a_task_process_builds_only_its_own_dag(monkeypatch, tmp_path):
+    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "ds2_b")
+    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_TASK_ID", "collect")
+    bag = load(monkeypatch, tmp_path, [entry("a"), entry("b"), entry("c")])
+    assert set(bag.dags) == {"ds2_b"} and bag.import_errors == {}

@@ -1,0 +1,361 @@
+"""The autoscaler's own cost and latency for a fleet of real jobs, and the policy alone for 100 jobs.
+
+One local stack (scripts/ds2_local.py's: Flink, the warm Spark Connect engine, PostgreSQL and
+Airflow with its four services), N test jobs on the one Flink cluster (1 source subtask each, a
+light constant load that needs no rescale), each with its scaling DAG at ``--interval``. For each
+N in ``--jobs`` the CPU time of the autoscaler's processes (the Airflow services and every task
+process they start, the Spark Connect server, PostgreSQL) is read from /proc over ``--epochs``
+whole intervals, and divided by the job-epochs that ran. Flink's own CPU (the workload) is not
+counted. N = 0 (no job registered) gives the idle cost of the stack.
+
+Latency per run, from the Airflow API: epoch end -> the decide task finished (the decision is
+available) and -> the run finished; and the policy task's duration.
+
+``--policy-jobs 100``: the policy alone for 100 jobs' epochs through the warm engine (one real
+test-job epoch copied per job), run as the policy task runs it (a client session per job), one
+after the other; server and client CPU and wall time.
+
+    .venv/bin/python benchmarks/bench_fleet.py [--jobs 0,1,5,10] [--interval 30] [--epochs 4]
+        [--policy-jobs 100] [--results benchmarks/results/fleet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "include"), str(ROOT / "plugins")]
+TICK = os.sysconf("SC_CLK_TCK")
+FIXTURE = ROOT / "tests" / "fixtures" / "flink-epoch"
+
+
+def load_local() -> Any:
+    spec = importlib.util.spec_from_file_location("ds2_local", ROOT / "scripts" / "ds2_local.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _procs() -> dict[int, tuple[int, float]]:
+    """pid -> (ppid, cpu seconds incl. reaped children)."""
+    out = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        ppid = int(fields[1])
+        utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+        out[int(entry.name)] = (ppid, (utime + stime + cutime + cstime) / TICK)
+    return out
+
+
+def tree_cpu(roots: list[int]) -> float:
+    """CPU seconds of the processes under ``roots`` (live ones, and the children they reaped)."""
+    procs = _procs()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    total, stack, seen = 0.0, list(roots), set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen or pid not in procs:
+            continue
+        seen.add(pid)
+        total += procs[pid][1]
+        stack += children.get(pid, [])
+    return total
+
+
+def pid_file(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Stack:
+    def __init__(self, local: Any, folder: Path) -> None:
+        self.folder = folder
+        self.stack = local.Stack(folder, local.free_port(18081), local.free_port(18080), {
+            "DS2_DATA_DIR": str(folder / "data"), "DS2_JOBS_CONFIG": str(folder / "jobs.yaml"), "FLINK_SLOTS": "12",
+        })  # fmt: skip
+        self.session = requests.Session()
+
+    def groups(self) -> dict[str, list[int]]:
+        f = self.folder
+        airflow = [p for p in (pid_file(x) for x in (f / "airflow" / "pids").glob("*.pid")) if p]
+        return {
+            "airflow": airflow,
+            "spark": [p for p in [pid_file(f / "spark" / "pids" / "connect.pid")] if p],
+            "postgres": [p for p in [pid_file(f / "postgres" / "postgres.pid")] if p],
+            "flink": [p for p in (pid_file(x) for x in (f / "flink" / "pids").glob("*.pid")) if p],
+        }
+
+    def cpu(self) -> dict[str, float]:
+        return {name: tree_cpu(pids) for name, pids in self.groups().items()}
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        if not hasattr(self, "_token"):
+            login = {"username": "admin", "password": "admin"}
+            r = self.session.post(f"{self.stack.airflow_url}/auth/token", json=login, timeout=30)
+            self._token = r.json()["access_token"]
+        r = self.session.request(method, f"{self.stack.airflow_url}{path}", headers={"Authorization": f"Bearer {self._token}"},
+                                 timeout=60, **kwargs)  # fmt: skip
+        r.raise_for_status()
+        return r.json() if r.content else None
+
+
+def job_entries(n: int, interval: int, start: datetime) -> list[dict[str, Any]]:
+    local_args = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}
+    return [
+        {
+            "name": f"fleet{i}",
+            "flink_job_name": f"ds2-fleet-{i}",
+            "jar": str(ROOT / "build" / "ds2-testjob.jar"),
+            "base_args": ["--job-name", f"ds2-fleet-{i}", "--rate", "1000", "--source-parallelism", "1"],
+            "parallelism_args": local_args,
+            "policy_interval": f"{interval}s",
+            "start_date": start.isoformat(),
+            "collect": {"short_window": "5s", "source_rate_metric": "Source__Source.scheduledRate"},
+        }
+        for i in range(n)
+    ]
+
+
+def run_fleet(args: argparse.Namespace, local: Any, work: Path) -> list[dict[str, Any]]:
+    work.mkdir(parents=True, exist_ok=True)
+    s = Stack(local, work)
+    results = []
+    (work / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": []}))
+    try:
+        s.stack.flink_up()
+        s.stack.spark_up()
+        s.stack.airflow_up()
+        client = s.stack.client()
+        for n in args.jobs:
+            start = datetime.fromtimestamp(math.ceil((time.time() + 40) / args.interval) * args.interval, tz=UTC)
+            entries = job_entries(n, args.interval, start)
+            for e in entries:
+                if client.find_job(e["flink_job_name"]) is None:
+                    s.stack.submit([*e["base_args"]])
+            for i in range(n, max(args.jobs)):  # jobs of a larger fleet measured before: stop them
+                job = client.find_job(f"ds2-fleet-{i}")
+                if job is not None:
+                    client.cancel(job.id)
+            (work / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": entries}, sort_keys=False))
+            # Each job's one-slot pool, as after registering jobs in a running deployment.
+            bootstrap = 'eval "$(scripts/airflow.sh env)" && python -m ds2_airflow.bootstrap'
+            subprocess.run(["bash", "-c", bootstrap], cwd=ROOT, env=s.stack.env, check=True, capture_output=True)
+            # Two intervals to settle (DAGs parsed, first runs), then whole intervals measured.
+            first = start.timestamp() + 2 * args.interval
+            while time.time() < first + 1:
+                time.sleep(0.5)
+            t0, c0 = time.time(), s.cpu()
+            end = first + args.epochs * args.interval
+            while time.time() < end + 1:
+                time.sleep(0.5)
+            t1, c1 = time.time(), s.cpu()
+            results.append(measure(s, n, args, t0, t1, {k: c1[k] - c0.get(k, 0.0) for k in c1}))
+            print(json.dumps(results[-1]), flush=True)
+    finally:
+        s.stack.down()
+    return results
+
+
+def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cpu: dict[str, float]) -> dict:
+    """Figures of the runs that finished inside the measured window [t0, t1] (whatever their epoch: a
+    fleet that falls behind still finishes runs, late), with the CPU spent in the window."""
+    latencies, finished, failed, lag = [], 0, 0, []
+    for i in range(n):
+        dag = f"ds2_fleet{i}"
+        runs = s.api("GET", f"/api/v2/dags/{dag}/dagRuns", params={"limit": 200})["dag_runs"]
+        for run in runs:
+            if not run.get("end_date") or not t0 <= datetime.fromisoformat(run["end_date"]).timestamp() <= t1:
+                continue
+            interval_end = datetime.fromisoformat(run["data_interval_end"]).timestamp()
+            finished += 1
+            failed += run["state"] == "failed"
+            tis = s.api("GET", f"/api/v2/dags/{dag}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]
+            by = {t["task_id"]: t for t in tis}
+
+            def after(t: str | None, at: float = interval_end) -> float | None:
+                return datetime.fromisoformat(t).timestamp() - at if t else None
+
+            latencies.append({
+                "decision_s": after(by.get("decide", {}).get("end_date")),
+                "run_s": after(run.get("end_date")),
+                "policy_s": by.get("policy", {}).get("duration"),
+                "policy_state": by.get("policy", {}).get("state"),
+            })  # fmt: skip
+        ended = [datetime.fromisoformat(r["data_interval_end"]).timestamp() for r in runs if r.get("end_date")]
+        lag.append(t1 - max(ended, default=t0))
+    autoscaler = cpu["airflow"] + cpu["spark"] + cpu["postgres"]
+    wall = t1 - t0
+
+    def med(key: str) -> float | None:
+        values = [x[key] for x in latencies if x[key] is not None]
+        return round(statistics.median(values), 2) if values else None
+
+    return {
+        "jobs": n, "interval_s": args.interval, "epochs": args.epochs, "wall_s": round(wall, 1),
+        "cpu_s": {k: round(v, 1) for k, v in cpu.items()}, "autoscaler_cpu_s": round(autoscaler, 1),
+        "autoscaler_cores": round(autoscaler / wall, 3),
+        "runs_finished": finished, "runs_due": n * args.epochs, "failed_runs": failed,
+        "cpu_s_per_job_epoch": round(autoscaler / finished, 2) if finished else None,
+        "max_lag_s": round(max(lag), 1) if lag else None,
+        "median_epoch_end_to_decision_s": med("decision_s"), "median_epoch_end_to_run_end_s": med("run_s"),
+        "median_policy_task_s": med("policy_s"),
+        "policy_tasks_run": sum(1 for x in latencies if x["policy_state"] == "success"),
+    }  # fmt: skip
+
+
+POLICY_RUN = """
+import json, os, sys, time
+from autoscaler.options import PolicyOptions
+from autoscaler.sparkjob import engine
+from autoscaler.sparkjob.run import StoreRun, decide_stored_epochs
+url, store, topology, jobs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+times = []
+for i in range(jobs):
+    t0 = time.monotonic()
+    spark = engine.connect(url)  # a session per job, as each policy task opens its own
+    decide_stored_epochs(spark, StoreRun(store, f"job{i}", None, None, "live", f"bench-{i}", topology, PolicyOptions()))
+    spark.stop()
+    times.append(time.monotonic() - t0)
+print(json.dumps(times))
+"""
+
+
+def run_policy_alone(args: argparse.Namespace, local: Any, work: Path) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from autoscaler.schemas import METRICS
+    from autoscaler.store import write_epochs
+
+    stack = local.Stack(work, 0, 0, {})
+    store = work / "store"
+    table = pq.read_table(FIXTURE / "metrics.parquet")
+    for i in range(args.policy_jobs):
+        rows = table.set_column(table.schema.get_field_index("job"), "job", pa.array([f"job{i}"] * table.num_rows))
+        write_epochs(store, METRICS, f"job{i}", rows.cast(METRICS.arrow_schema()))
+    try:
+        stack.spark_up()
+        conn = json.loads(stack.env["AIRFLOW_CONN_SPARK_DS2"])
+        url = f"{conn['host']}:{conn['port']}"
+        server = pid_file(work / "spark" / "pids" / "connect.pid")
+        c0, t0 = tree_cpu([server]), time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-c", POLICY_RUN, url, str(store), str(FIXTURE / "topology.csv"),
+                                 str(args.policy_jobs)], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})  # fmt: skip
+        out, _ = proc.communicate()
+        wall = time.monotonic() - t0
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        times = json.loads(out)
+        server_cpu = tree_cpu([server]) - c0
+    finally:
+        stack.down()
+    return {
+        "jobs": args.policy_jobs, "wall_s": round(wall, 1), "median_per_job_s": round(statistics.median(times), 2),
+        "p90_per_job_s": round(sorted(times)[int(0.9 * len(times))], 2), "server_cpu_s": round(server_cpu, 1),
+        "client_cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "cpu_s_per_job": round((server_cpu + usage.ru_utime + usage.ru_stime) / args.policy_jobs, 2),
+    }  # fmt: skip
+
+
+def conditions() -> str:
+    load = os.getloadavg()[0]
+    return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load {load:.1f} at the end"
+
+
+def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: argparse.Namespace) -> str:
+    lines = [
+        "# Fleet cost and latency (benchmarks/bench_fleet.py)",
+        "",
+        f"Measured {conditions()}. One local stack (Flink 12 slots, Spark Connect local[2], PostgreSQL 15, "
+        f"Airflow 3.3 LocalExecutor parallelism 4); test jobs at 1,000 rec/s, 1 source subtask, no rescale needed; "
+        f"policy interval {args.interval} s; {args.epochs} whole intervals measured per fleet size.",
+        "",
+        "| jobs | autoscaler CPU-s per job-epoch | autoscaler cores (Airflow + Spark + PostgreSQL) "
+        "| CPU-s: Airflow / Spark / PostgreSQL | runs finished / due (failed) | newest finished epoch's lag "
+        "| epoch end → decision, median | → run finished, median | policy task, median |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in fleet:
+        c = r["cpu_s"]
+        per = r["cpu_s_per_job_epoch"]
+        lines.append(
+            f"| {r['jobs']} | {per if per is not None else '– (idle)'} | {r['autoscaler_cores']} | "
+            f"{c['airflow']} / {c['spark']} / {c['postgres']} | {r['runs_finished']} / {r['runs_due']} ({r['failed_runs']}) | "
+            f"{r['max_lag_s']} s | "
+            f"{r['median_epoch_end_to_decision_s']} s | {r['median_epoch_end_to_run_end_s']} s | {r['median_policy_task_s']} s |"
+        )
+    idle = next((r for r in fleet if r["jobs"] == 0), None)
+    busiest = max(fleet, key=lambda r: r["jobs"])
+    if busiest["jobs"]:
+        idle_cpu = idle["autoscaler_cores"] * busiest["wall_s"] if idle else 0.0
+        marginal = (busiest["autoscaler_cpu_s"] - idle_cpu) / max(busiest["runs_finished"], 1)
+        per_core = 300 / marginal if marginal > 0 else float("inf")
+        lines += [
+            "",
+            f"Marginal cost at {busiest['jobs']} jobs (minus the idle stack): {marginal:.2f} CPU-s per job-epoch, so one core "
+            f"of autoscaler CPU serves about {per_core:.0f} jobs at a 5-minute interval.",
+        ]
+    if policy:
+        lines += [
+            "",
+            f"Policy alone, {policy['jobs']} jobs' epochs through the warm engine (a client session per job, one after the "
+            f"other): {policy['wall_s']} s wall, {policy['median_per_job_s']} s median per job (p90 "
+            f"{policy['p90_per_job_s']} s), server {policy['server_cpu_s']} CPU-s + client {policy['client_cpu_s']} CPU-s "
+            f"= {policy['cpu_s_per_job']} CPU-s per job.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", default="0,1,5,10", type=lambda v: [int(x) for x in v.split(",")])
+    parser.add_argument("--interval", type=int, default=30)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--policy-jobs", type=int, default=100, help="0 skips the policy-alone measurement")
+    parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "fleet"))
+    args = parser.parse_args()
+    local = load_local()
+    work = Path(tempfile.mkdtemp(prefix="bench-fleet-", dir="/tmp"))
+    work.chmod(0o755)  # PostgreSQL runs as 'postgres' when we are root
+    try:
+        fleet = run_fleet(args, local, work / "fleet") if args.jobs else []
+        policy = run_policy_alone(args, local, work / "policy") if args.policy_jobs else None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = report(fleet, policy, args)
+    print(text)
+    Path(args.results + ".md").write_text(text)
+    Path(args.results + ".json").write_text(json.dumps({"fleet": fleet, "policy_alone": policy}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
