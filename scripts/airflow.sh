@@ -463,25 +463,4 @@ cmd_token() {
   "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' <<<"$body"
 }
 
-main() {
-  [ $# -ge 1 ] || {
-    usage
-    exit 2
-  }
-  local cmd=$1
-  shift
-  case $cmd in
-    up) cmd_up "$@" ;;
-    down) cmd_down "$@" ;;
-    status) cmd_status "$@" ;;
-    env) cmd_env "$@" ;;
-    token) cmd_token "$@" ;;
-    -h | --help | help) usage ;;
-    *)
-      usage
-      die "unknown command '$cmd'"
-      ;;
-  esac
-}
-
-main "$@"
+dispatch "$@"

@@ -425,26 +425,4 @@ cmd_build_job() {
   "$ROOT/flink-job/build.sh"
 }
 
-main() {
-  [ $# -ge 1 ] || {
-    usage
-    exit 2
-  }
-  local cmd=$1
-  shift
-  case $cmd in
-    install) cmd_install "$@" ;;
-    configure) cmd_configure "$@" ;;
-    up) cmd_up "$@" ;;
-    down) cmd_down "$@" ;;
-    status) cmd_status "$@" ;;
-    build-job) cmd_build_job "$@" ;;
-    -h | --help | help) usage ;;
-    *)
-      usage
-      die "unknown command '$cmd'"
-      ;;
-  esac
-}
-
-main "$@"
+dispatch "$@"

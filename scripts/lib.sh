@@ -108,3 +108,25 @@ stop_pids() {
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 }
+
+# Runs cmd_<command> of the sourcing script ('-' in the command becomes '_') with the other
+# arguments; the usage text for none, -h, --help or help; an error for an unknown command.
+dispatch() {
+  [ $# -ge 1 ] || {
+    usage
+    exit 2
+  }
+  local cmd=$1
+  shift
+  case $cmd in -h | --help | help)
+    usage
+    return 0
+    ;;
+  esac
+  if [[ $cmd =~ ^[a-z][a-z-]*$ ]] && declare -F "cmd_${cmd//-/_}" >/dev/null; then
+    "cmd_${cmd//-/_}" "$@"
+  else
+    usage
+    die "unknown command '$cmd'"
+  fi
+}

@@ -254,25 +254,4 @@ cmd_psql() {
   admin_psql "$@"
 }
 
-main() {
-  [ $# -ge 1 ] || {
-    usage
-    exit 2
-  }
-  local cmd=$1
-  shift
-  case $cmd in
-    up) cmd_up "$@" ;;
-    down) cmd_down "$@" ;;
-    status) cmd_status "$@" ;;
-    url) cmd_url "$@" ;;
-    psql) cmd_psql "$@" ;;
-    -h | --help | help) usage ;;
-    *)
-      usage
-      die "unknown command '$cmd'"
-      ;;
-  esac
-}
-
-main "$@"
+dispatch "$@"

@@ -225,24 +225,4 @@ cmd_url() {
   echo "sc://127.0.0.1:$CONNECT_PORT"
 }
 
-main() {
-  [ $# -ge 1 ] || {
-    usage
-    exit 2
-  }
-  local cmd=$1
-  shift
-  case $cmd in
-    up) cmd_up "$@" ;;
-    down) cmd_down "$@" ;;
-    status) cmd_status "$@" ;;
-    url) cmd_url "$@" ;;
-    -h | --help | help) usage ;;
-    *)
-      usage
-      die "unknown command '$cmd'"
-      ;;
-  esac
-}
-
-main "$@"
+dispatch "$@"
