@@ -168,17 +168,7 @@ load_instance_env() {
 # ---------------------------------------------------------------------------------------------
 # processes
 
-# The pid of a component when it still runs as the process we started (pid and start time as
-# written in its pid file); nothing otherwise, so a recycled pid is never signalled.
-component_pid() {
-  local f=$PID_DIR/$1.pid pid start now
-  [ -f "$f" ] || return 0
-  read -r pid start <"$f" || true
-  is_uint "${pid:-}" && is_uint "${start:-}" || return 0
-  now=$(proc_start "$pid") || return 0
-  [ "$now" = "$start" ] && echo "$pid"
-  return 0
-}
+component_pid() { live_pid "$PID_DIR/$1.pid"; }
 
 our_daemons() { # "<pid> <component>" per running component
   local c pid

@@ -44,6 +44,18 @@ proc_start() {
   echo "${20}"
 }
 
+# The pid recorded in pid file $1 ("<pid> <start ticks>") when that process still runs as the one
+# that was started; nothing otherwise, so a recycled pid is never signalled.
+live_pid() {
+  local pid start now
+  [ -f "$1" ] || return 0
+  read -r pid start <"$1" || true
+  is_uint "${pid:-}" && is_uint "${start:-}" || return 0
+  now=$(proc_start "$pid") || return 0
+  [ "$now" = "$start" ] && echo "$pid"
+  return 0
+}
+
 # Something listens on 127.0.0.1:$1 (a TCP connect succeeds).
 port_taken() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null

@@ -77,16 +77,7 @@ write_state() { # $1 port, $2 admin password
   mv "$STATE.tmp" "$STATE"
 }
 
-# The postmaster's pid when it still runs as the process we started; nothing otherwise.
-our_pid() {
-  local pid start now
-  [ -f "$PID_FILE" ] || return 0
-  read -r pid start <"$PID_FILE" || true
-  is_uint "${pid:-}" && is_uint "${start:-}" || return 0
-  now=$(proc_start "$pid") || return 0
-  [ "$now" = "$start" ] && echo "$pid"
-  return 0
-}
+our_pid() { live_pid "$PID_FILE"; } # the postmaster we started, still running
 
 ready() { # $1 port
   "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$1" -t 3

@@ -57,15 +57,7 @@ read_state() {
   done <"$STATE"
 }
 
-component_pid() { # the pid of a component still running as the process we started
-  local f=$PID_DIR/$1.pid pid start now
-  [ -f "$f" ] || return 0
-  read -r pid start <"$f" || true
-  is_uint "${pid:-}" && is_uint "${start:-}" || return 0
-  now=$(proc_start "$pid") || return 0
-  [ "$now" = "$start" ] && echo "$pid"
-  return 0
-}
+component_pid() { live_pid "$PID_DIR/$1.pid"; }
 
 our_pids() {
   local c pid

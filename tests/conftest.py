@@ -48,10 +48,9 @@ class SparkEngine:
     env: dict[str, str]
 
     def script(self, *args: str, check: bool = True, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([str(SPARK_SH), *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
-        if check and res.returncode != 0:
-            raise AssertionError(f"scripts/spark.sh {' '.join(args)} exited {res.returncode}:\n{res.stdout}{res.stderr}")
-        return res
+        from tests.helpers import run_script
+
+        return run_script(SPARK_SH, args, self.env, check, timeout)
 
     @property
     def connection(self) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -67,3 +68,13 @@ def write_topology_csv(topo: Topology, path: Path) -> Path:
     lines = [f"{a},{ops[a].name},{ops[a].parallelism},{b},{ops[b].name},{ops[b].parallelism}" for a, b in topo.edges]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def run_script(script: Path, args: Sequence[str], env: Mapping[str, str], check: bool = True,
+               timeout: float = 400) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """Run one of the project's ``scripts/*.sh`` with an instance's environment; AssertionError with its output."""
+    res = subprocess.run([str(script), *args], cwd=script.parents[1], env=dict(env), capture_output=True, text=True,
+                         timeout=timeout)  # fmt: skip
+    if check and res.returncode != 0:
+        raise AssertionError(f"scripts/{script.name} {' '.join(args)} exited {res.returncode}:\n{res.stdout}{res.stderr}")
+    return res

@@ -41,6 +41,7 @@ import pytest
 import requests
 
 from tests.conftest import ROOT
+from tests.helpers import run_script
 
 AIRFLOW_SH = ROOT / "scripts" / "airflow.sh"
 POSTGRES_SH = ROOT / "scripts" / "postgres.sh"
@@ -232,10 +233,7 @@ class PostgresServer:
     env: dict[str, str]
 
     def script(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([str(POSTGRES_SH), *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
-        if check and res.returncode != 0:
-            raise AssertionError(f"scripts/postgres.sh {' '.join(args)} exited {res.returncode}:\n{res.stdout}{res.stderr}")
-        return res
+        return run_script(POSTGRES_SH, args, self.env, check, timeout)
 
     def pid(self) -> tuple[int, int] | None:
         """``(pid, start ticks)`` of the postmaster, from the pid file ``up`` wrote."""
