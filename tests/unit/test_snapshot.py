@@ -17,7 +17,8 @@ T0 = datetime(2026, 11, 21, tzinfo=UTC)
 def snap(seconds: float, count_in: int, count_busy: float, src_out: int, job_id: str = "c" * 32, rate=None) -> Snapshot:
     vertices = (VertexInfo(SRC, "Source", 1, 128, "RUNNING"), VertexInfo(CNT, "Count", 1, 128, "RUNNING"))
     counters = (
-        SubtaskCounters(SRC, 0, 0, src_out, 0.0, 0.0, seconds * 900, "RUNNING", target_rate=rate),
+        # busy + idle + back-pressured time = the running time at the sample, as Flink books it
+        SubtaskCounters(SRC, 0, 0, src_out, 0.0, seconds * 100, seconds * 900, "RUNNING", target_rate=rate),
         SubtaskCounters(CNT, 0, count_in, count_in, count_busy, seconds * 1000 - count_busy, 0.0, "RUNNING"),
     )
     return Snapshot("job", job_id, T0 + timedelta(seconds=seconds), vertices, ((SRC, CNT),), counters)
@@ -32,11 +33,29 @@ def test_rates_come_from_counter_deltas():
     assert source["true_processing_rate"] == 0.0
     assert source["true_output_rate"] == pytest.approx(5000 / 1.0)  # blocked 9 of 10 s: what it sent while free
     blocked = snap(20, 6000, 18000, 6000)
-    blocked = replace(blocked, counters=(replace(blocked.counters[0], backpressured_ms=20 * 990), blocked.counters[1]))
+    blocked_source = replace(blocked.counters[0], idle_ms=20 * 10, backpressured_ms=20 * 990)
+    blocked = replace(blocked, counters=(blocked_source, blocked.counters[1]))
     rows = window_metrics(snap(10, 1000, 9000, 1000), blocked, "j", 3).to_pylist()
     # blocked > 95 % of the window: no usable estimate from counters, the observed rate is used
     assert next(r for r in rows if r["is_source"])["true_output_rate"] == pytest.approx(500.0)
     assert not any(r["warmup"] for r in rows)
+
+
+def test_rates_use_the_time_the_samples_span_not_when_they_were_read():
+    # Flink's metric store served the first snapshot's values 2 s old: the samples are 12 s
+    # apart though the snapshots were read 10 s apart (seen in CI: observed 1.35 x true).
+    stale = replace(snap(10, 1000, 9000, 1000), taken_at=T0 + timedelta(seconds=12))
+    rows = window_metrics(stale, snap(22, 7000, 19800, 7000), "j", 3).to_pylist()
+    count = next(r for r in rows if r["operator_name"] == "Count")
+    assert count["observed_processing_rate"] == pytest.approx(500.0)  # 6000 records / 12 s, not / 10 s
+    assert count["true_processing_rate"] == pytest.approx(6000 / 10.8)
+    assert count["observed_processing_rate"] <= count["true_processing_rate"]
+    assert next(r for r in rows if r["is_source"])["observed_output_rate"] == pytest.approx(500.0)
+    # an instance that reports no time at all falls back to the read times
+    silent = snap(22, 7000, 19800, 7000)
+    silent = replace(silent, counters=(silent.counters[0], replace(silent.counters[1], busy_ms=9000, idle_ms=1000)))
+    count = next(r for r in window_metrics(stale, silent, "j", 3).to_pylist() if r["operator_name"] == "Count")
+    assert count["observed_processing_rate"] == pytest.approx(6000 / 10.0)
 
 
 def test_a_source_rate_gauge_is_its_true_output():

@@ -5,11 +5,17 @@ averages that lag a change by a minute). Per instance and window W:
 
 - true processing rate = Δrecords in / Δbusy time, true output rate = Δrecords out / Δbusy time
   (a mostly idle task whose busy time did not grow counts 1 ms: no bottleneck, large capacity);
-- observed rates = the same deltas / W;
+- observed rates = the same deltas / the instance's own window: Δ(busy + idle + back-pressured
+  time). Flink books those three so that they add up to the task's running time when its
+  metrics were sampled, and all of a subtask's values come from one sample. The REST metric
+  store serves samples up to ``metrics.fetcher.update-interval`` old, so one snapshot's values
+  can be seconds older than the other's: dividing by our own read times W then inflated the
+  observed rate (a 4 s window whose samples were 6.1 s apart read Count at 7,662 r/s observed
+  against 5,681 r/s true). W is used only when an instance reports no time at all;
 - sources report no busy time and their processing rate is 0 (DS2's convention). Their true
   output rate is the rate they are asked to emit: a per-subtask gauge when the job exposes one
   (``source_rate_metric``, e.g. a Kafka source's arrival rate or the test job's
-  ``scheduledRate``); otherwise Δrecords out / (W − Δback-pressured time), what they emitted
+  ``scheduledRate``); otherwise Δrecords out / (window − Δback-pressured time), what they emitted
   while not blocked. A source blocked for more than 95 % of the window gives no usable
   estimate that way (the few records it sent were bursts); then its observed rate is used,
   and DS2 can only grow the job step by step: configure a rate metric or a source-rate
@@ -86,9 +92,14 @@ def _read_counters(client: FlinkRestClient, details: JobDetails) -> list[Subtask
     return [c for v in details.vertices for c in client.subtask_counters(details.id, v.id)]
 
 
+def _accounted_ms(c: SubtaskCounters) -> float:
+    """Busy + idle + back-pressured time: the subtask's running time when it was sampled."""
+    return c.busy_ms + c.idle_ms + c.backpressured_ms
+
+
 def _advanced(primed: list[SubtaskCounters], fresh: list[SubtaskCounters]) -> bool:
-    total = {(c.vertex_id, c.subtask): c.busy_ms + c.idle_ms + c.backpressured_ms for c in primed}
-    return all(c.busy_ms + c.idle_ms + c.backpressured_ms > total.get((c.vertex_id, c.subtask), -1.0) for c in fresh)
+    total = {(c.vertex_id, c.subtask): _accounted_ms(c) for c in primed}
+    return all(_accounted_ms(c) > total.get((c.vertex_id, c.subtask), -1.0) for c in fresh)
 
 
 def take_snapshot(
@@ -175,16 +186,20 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
         d_busy = max(c.busy_ms - o.busy_ms, 0.0) if o else 0.0
         d_idle = max(c.idle_ms - o.idle_ms, 0.0) if o else 0.0
         d_bp = max(c.backpressured_ms - o.backpressured_ms, 0.0) if o else 0.0
+        # The instance's window, as measured by the sample its values come from (see above).
+        # Unclipped: busy time can step back by what idle time gains (see below), the sum cannot.
+        sampled_s = (_accounted_ms(c) - _accounted_ms(o)) / 1000.0 if o else 0.0
+        window_s = sampled_s if sampled_s > 0 else wall_s
         is_source = v.id in sources
         if is_source:
-            unblocked_s = wall_s - d_bp / 1000.0
+            unblocked_s = window_s - d_bp / 1000.0
             true_in = 0.0
             if c.target_rate is not None:
                 true_out = c.target_rate
-            elif unblocked_s > 0.05 * wall_s:
+            elif unblocked_s > 0.05 * window_s:
                 true_out = d_out / unblocked_s
             else:
-                true_out = d_out / wall_s
+                true_out = d_out / window_s
         else:
             # Flink adds an idle period to the idle time only when it ends and reports busy time as
             # the rest: for a mostly idle task it can stand still or step back over a window. Such
@@ -210,8 +225,8 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
             "backpressured_ms": d_bp,
             "true_processing_rate": true_in,
             "true_output_rate": true_out,
-            "observed_processing_rate": 0.0 if is_source else d_in / wall_s,
-            "observed_output_rate": d_out / wall_s,
+            "observed_processing_rate": 0.0 if is_source else d_in / window_s,
+            "observed_output_rate": d_out / window_s,
             "warmup": warmup,
             "source_format": "flink-rest",
         }
