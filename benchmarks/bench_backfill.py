@@ -33,8 +33,8 @@ def synthesize(store: Path, job: str, first: int, count: int, interval_s: int) -
     """``count`` epochs from the fixture epoch, each shifted to its own interval."""
     import pyarrow.parquet as pq
 
-    from autoscaler.schemas import METRICS
-    from autoscaler.store import epoch_block, write_epochs
+    from autoscaler.store.parquet import epoch_block, write_epochs
+    from autoscaler.store.schemas import METRICS
 
     rows = pq.read_table(FIXTURE / "metrics.parquet")
     tables = []
@@ -76,9 +76,9 @@ def main() -> None:
     (work / "jobs.yaml").write_text(yaml.safe_dump({"jobs": [entry]}))
     env = {"DS2_JOBS_CONFIG": str(work / "jobs.yaml"), "DS2_DATA_DIR": str(work / "data"), "SPARK_LOCAL_IP": "127.0.0.1"}
     os.environ.update(env)
-    from autoscaler.jobs import load_jobs
-    from autoscaler.schemas import DECISIONS
-    from autoscaler.store import read_epochs
+    from autoscaler.config.jobs import load_jobs
+    from autoscaler.store.parquet import read_epochs
+    from autoscaler.store.schemas import DECISIONS
 
     job = load_jobs(work / "jobs.yaml")[0]
     now_epoch = job.epoch_of(datetime.now(UTC))

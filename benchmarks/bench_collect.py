@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_rescale import JAR, cluster, wait_all_running  # noqa: E402
 
-from autoscaler.flink.collect import collect_epoch_metrics  # noqa: E402
-from autoscaler.flink.snapshot import take_snapshot  # noqa: E402
+from autoscaler.collect.flink import collect_epoch_metrics  # noqa: E402
+from autoscaler.collect.snapshot import take_snapshot  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 RATE_METRIC = "Source__Source.scheduledRate"

@@ -76,8 +76,8 @@ def main() -> None:
         from airflow.dag_processing.dagbag import BundleDagBag
         from airflow.utils import db
 
-        from autoscaler.schemas import ACTIONS
-        from autoscaler.store import read_epochs
+        from autoscaler.store.parquet import read_epochs
+        from autoscaler.store.schemas import ACTIONS
         from ds2_airflow.bootstrap import ensure_pools
 
         db.resetdb()

@@ -232,9 +232,9 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
 
 POLICY_RUN = """
 import json, os, sys, time
-from autoscaler.options import PolicyOptions
-from autoscaler.sparkjob import engine
-from autoscaler.sparkjob.run import StoreRun, decide_stored_epochs
+from autoscaler.config.options import PolicyOptions
+from autoscaler.policy.spark import engine
+from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
 url, store, topology, jobs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 times = []
 for i in range(jobs):
@@ -251,8 +251,8 @@ def run_policy_alone(args: argparse.Namespace, local: Any, work: Path) -> dict[s
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from autoscaler.schemas import METRICS
-    from autoscaler.store import write_epochs
+    from autoscaler.store.parquet import write_epochs
+    from autoscaler.store.schemas import METRICS
 
     stack = local.Stack(work, 0, 0, {})
     store = work / "store"

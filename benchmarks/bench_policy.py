@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "include") not in sys.path:
     sys.path.insert(0, str(ROOT / "include"))
 
-from autoscaler.ds2_files import RATE_COLUMNS  # noqa: E402
-from autoscaler.options import PolicyOptions  # noqa: E402
-from autoscaler.schemas import DECISIONS, METRICS  # noqa: E402
-from autoscaler.store import EPOCH_BLOCK_SIZE, block_dir, read_epochs  # noqa: E402
+from autoscaler.collect.ds2_files import RATE_COLUMNS  # noqa: E402
+from autoscaler.config.options import PolicyOptions  # noqa: E402
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, block_dir, read_epochs  # noqa: E402
+from autoscaler.store.schemas import DECISIONS, METRICS  # noqa: E402
 from autoscaler.topology import Operator, Topology  # noqa: E402
 
 DATA = ROOT / "data" / "bench"
@@ -259,7 +259,7 @@ def generate(rows: int, seed: int = 42) -> dict:
 
 
 def _check_store(store_root: Path, n_epochs: int) -> None:
-    """The directly written blocks read back through autoscaler.store like any other store."""
+    """The directly written blocks read back through autoscaler.store.parquet like any other store."""
     expected = METRICS.arrow_schema(with_partitions=False)
     first = next(store_root.rglob("*.parquet"))
     if not pq.read_schema(first).equals(expected, check_metadata=False):
@@ -416,19 +416,20 @@ def wait_quiet(max_load: float, max_wait_s: float) -> tuple[float, float]:
 
 class Bench:
     def __init__(self, spark, topo: Topology, quiet_load: float = 0.5, quiet_wait_s: float = 0.0):
-        from autoscaler.sparkjob import inputs, policy, store
+        from autoscaler.policy.spark import inputs, plan
+        from autoscaler.store import spark as store
 
         self.quiet_load, self.quiet_wait_s = quiet_load, quiet_wait_s
 
         self.spark = spark
         self.topo = topo
-        self.inputs, self.policy, self.store = inputs, policy, store
+        self.inputs, self.plan, self.store = inputs, plan, store
         self.options = PolicyOptions()
         self.out = DATA / "out"
         shutil.rmtree(self.out, ignore_errors=True)  # outputs left by an interrupted run
 
     def _run_info(self):
-        return self.policy.RunInfo(uuid.uuid4().hex, "backfill", datetime.now(UTC).replace(microsecond=0))
+        return self.plan.RunInfo(uuid.uuid4().hex, "backfill", datetime.now(UTC).replace(microsecond=0))
 
     def _input(self, path_kind: str, rows: int):
         """(metrics DataFrame, check to run before the commit)."""
@@ -460,7 +461,7 @@ class Bench:
                 self._noop(metrics)
                 check()
             else:
-                decisions = self.policy.decide(metrics, self.topo, self.options, self._run_info())
+                decisions = self.plan.ds2_decisions(metrics, self.topo, self.options, self._run_info())
                 if phase == "policy":
                     self._noop(decisions)
                     check()
@@ -477,7 +478,7 @@ class Bench:
         frames = []
         for path_kind in ("store", "rates-log"):
             metrics, check = self._input(path_kind, rows)
-            decisions = self.policy.decide(metrics, self.topo, self.options, self._run_info())
+            decisions = self.plan.ds2_decisions(metrics, self.topo, self.options, self._run_info())
             frames.append(
                 decisions.select(*keys, "status", "target_parallelism", "optimal_parallelism")
                 .toPandas()
@@ -563,7 +564,12 @@ def _java_version() -> str:
     return (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else "unknown"
 
 
-CODE_UNDER_TEST = ("include/autoscaler/sparkjob", "spark_jobs", "include/autoscaler/store.py", "include/autoscaler/schemas.py")
+CODE_UNDER_TEST = (
+    "include/autoscaler/policy/spark",
+    "spark_jobs",
+    "include/autoscaler/store/parquet.py",
+    "include/autoscaler/store/schemas.py",
+)
 
 
 def code_version() -> dict:
@@ -646,7 +652,7 @@ def write_reports(report: dict, results: Path = RESULTS) -> None:
         f"x {c['instances_per_operator']} instances; one warm SparkSession for all sizes; repeat={report['repeat']} "
         "(best and median of the repeats; rows/s from the best)",
         "- phases: `read` = input DataFrame to the noop sink; `policy` = decisions (read + DS2) to the noop sink; "
-        "`end-to-end` = read + DS2 + `sparkjob.store.write_epochs` into a fresh store with the input checks before "
+        "`end-to-end` = read + DS2 + `store.spark.write_epochs` into a fresh store with the input checks before "
         "the commit. `decide` and `write` rows are differences of medians (derived, not measured).",
         f"- memory: RSS sampled every {int(c['sample_interval_s'] * 1000)} ms; peak JVM / Python / JVM + Python over the "
         "measurement (the JVM heap is garbage-collected before each one; a JVM keeps committed heap, so peaks "
@@ -761,7 +767,7 @@ def main(argv: list[str]) -> None:
         if rows != WARMUP_ROWS:
             datasets.append(meta)
 
-    from autoscaler.sparkjob.session import policy_session
+    from autoscaler.policy.spark.session import policy_session
 
     started = time.perf_counter()
     spark = policy_session(app_name="ds2-policy-bench", master="local[*]")

@@ -45,7 +45,9 @@ if str(ROOT / "include") not in sys.path:
 
 from autoscaler.flink.client import FlinkConnection, FlinkRestClient  # noqa: E402
 from autoscaler.flink.deployment import JobDeployment  # noqa: E402
-from autoscaler.flink.rescale import RescaleResult, rescale_in_place, rescale_with_savepoint  # noqa: E402
+from autoscaler.rescale.in_place import rescale_in_place  # noqa: E402
+from autoscaler.rescale.result import RescaleResult  # noqa: E402
+from autoscaler.rescale.savepoint import rescale_with_savepoint  # noqa: E402
 
 FLINK_SH = ROOT / "scripts" / "flink.sh"
 JAR = ROOT / "build" / "ds2-testjob.jar"

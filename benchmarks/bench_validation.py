@@ -37,10 +37,10 @@ for extra in (ROOT / "include", ROOT):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from autoscaler.schemas import METRICS, VALIDATIONS  # noqa: E402
-from autoscaler.store import EPOCH_BLOCK_SIZE, read_epochs, write_epochs  # noqa: E402
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, read_epochs, write_epochs  # noqa: E402
+from autoscaler.store.schemas import METRICS, VALIDATIONS  # noqa: E402
 from autoscaler.topology import Operator, Topology  # noqa: E402
-from autoscaler.validation import ValidationConfig  # noqa: E402
+from autoscaler.validate import ValidationConfig  # noqa: E402
 
 DATA = ROOT / "data" / "bench" / "validation"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -140,8 +140,8 @@ def timed(fn, repeat: int) -> dict:
 
 
 def bench_one_epoch(repeat: int) -> list[dict]:
-    from autoscaler.validation import validate_epoch, validate_rows
-    from autoscaler.validation.gxrun import _CONTEXTS
+    from autoscaler.validate import validate_epoch, validate_rows
+    from autoscaler.validate.gxrun import _CONTEXTS
 
     out = []
     for instances in (4, 40):
@@ -170,7 +170,7 @@ def bench_one_epoch(repeat: int) -> list[dict]:
 
 
 def bench_range(rows: int, repeat: int, engines: list[str]) -> list[dict]:
-    from autoscaler.validation import validate_range
+    from autoscaler.validate import validate_range
 
     src = range_store(rows)
     epochs = rows // 40
@@ -181,7 +181,7 @@ def bench_range(rows: int, repeat: int, engines: list[str]) -> list[dict]:
     for engine in engines:
         if engine == "spark" and spark is None:
             os.environ.setdefault("SPARK_CONF_DIR", str(ROOT / "conf" / "spark"))
-            from autoscaler.sparkjob.session import policy_session
+            from autoscaler.policy.spark.session import policy_session
 
             spark = policy_session("bench-validation", master="local[*]")
         times = []
@@ -228,7 +228,7 @@ def conditions() -> dict:
 
 
 def _suite_sizes() -> str:
-    from autoscaler.validation.suite import build_suites
+    from autoscaler.validate.suite import build_suites
 
     metrics, slots = build_suites(config(topology(4), 0), JOB, (0, 0))
     return (

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from airflow.sdk import get_parsing_context
 
+from autoscaler.config.jobs import load_jobs_each
 from autoscaler.errors import InputError
-from autoscaler.jobs import load_jobs_each
 from ds2_airflow.dag_factory import build_dags
 
 try:

@@ -7,8 +7,8 @@ and "DAG" so that the dag-processor's safe mode reads it: a file naming neither 
 
 from __future__ import annotations
 
+from autoscaler.config.jobs import load_jobs_each
 from autoscaler.errors import InputError
-from autoscaler.jobs import load_jobs_each
 
 try:
     _jobs, _bad = load_jobs_each()

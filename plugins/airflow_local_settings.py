@@ -17,7 +17,7 @@ if sys.argv[1:2] == ["scheduler"] and os.environ.get("DS2_PREIMPORT", "1") == "1
         import great_expectations  # noqa: F401
         import pyarrow.parquet  # noqa: F401
 
-        import autoscaler.validation.gxrun  # noqa: F401
+        import autoscaler.validate.gxrun  # noqa: F401
         import ds2_airflow.dag_factory
         import ds2_airflow.scaling  # noqa: F401
     except Exception as exc:  # an import that fails here fails again, with its context, in the task

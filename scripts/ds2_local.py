@@ -131,7 +131,7 @@ class Stack:
 
 
 def demo(args: argparse.Namespace) -> int:
-    from autoscaler import loop_report
+    from autoscaler.record import loop_report
 
     out = (ROOT / "data" / "demo").resolve()
     if out.exists():
@@ -236,7 +236,7 @@ def up(_: argparse.Namespace) -> int:
     stack.flink_up()
     client = stack.client()
     if client.find_job("ds2-testjob") is None:
-        from autoscaler.jobs import find_job
+        from autoscaler.config.jobs import find_job
 
         job = find_job("testjob")
         stack.submit([*job.deployment.base_args, "--count-parallelism", "1"])

@@ -18,6 +18,7 @@ status 2 and one line naming the input and the problem.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -25,11 +26,11 @@ import tempfile
 import uuid
 from datetime import UTC, datetime
 
-from autoscaler.ds2_files import read_source_rates
+from autoscaler.collect.ds2_files import read_source_rates
+from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
-from autoscaler.options import PolicyOptions
 from autoscaler.report import decision_table
-from autoscaler.schemas import DECISIONS
+from autoscaler.store.schemas import DECISIONS
 from autoscaler.topology import read_topology_csv
 
 RUN_TYPES = ("offline", "live", "backfill", "what-if")
@@ -48,6 +49,25 @@ def _bounds(values: list[str], flag: str) -> dict[str, int]:
     return out
 
 
+def _help(described: dict[str, tuple[object, str]], name: str) -> str:
+    default, meaning = described[name]
+    return f"{meaning} (default: {default!r})".replace("%", "%%")
+
+
+def policy_options(args: argparse.Namespace) -> PolicyOptions:
+    """``--options`` (the DAG's JSON), then each flag given on top of it."""
+    base = json.loads(PolicyOptions.from_json(args.options).to_json()) if args.options else {}
+    flags = {
+        "factor": args.factor,
+        "threshold": args.threshold,
+        "min_parallelism": _bounds(args.min_parallelism, "--min-parallelism") or None,
+        "max_parallelism": _bounds(args.max_parallelism, "--max-parallelism") or None,
+        "job_max_parallelism": args.job_max_parallelism,
+        "align_to_key_groups": args.align_to_key_groups,
+    }
+    return PolicyOptions(**{**base, **{k: v for k, v in flags.items() if v is not None}})
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="ds2_policy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topology", required=True, help="DS2 topology CSV (edges)")
@@ -64,12 +84,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--job", default="ds2-offline", help="job name (default: ds2-offline)")
     parser.add_argument("--from-epoch", type=int, help="first epoch (inclusive, store input)")
     parser.add_argument("--to-epoch", type=int, help="last epoch (inclusive, store input)")
-    parser.add_argument("--factor", type=float, default=0.0, help="over-provisioning factor (default 0)")
-    parser.add_argument("--threshold", type=float, help="target-rate-ratio threshold (default: off)")
-    parser.add_argument("--min-parallelism", action="append", default=[], metavar="OP=N")
-    parser.add_argument("--max-parallelism", action="append", default=[], metavar="OP=N")
-    parser.add_argument("--job-max-parallelism", type=int, help="cap for every operator (the job's max parallelism)")
-    parser.add_argument("--align-to-key-groups", action="store_true", help="propose divisors of the max parallelism")
+    # Defaults and meanings come from autoscaler.config.options; a flag left out keeps the default.
+    described = {name: (default, meaning) for name, default, meaning in PolicyOptions.describe()}
+    policy = parser.add_argument_group("policy options (default: the option's default)")
+    policy.add_argument(
+        "--options", metavar="JSON", help="all policy options as JSON, as the DAG passes them (flags below override)"
+    )
+    policy.add_argument("--factor", type=float, help=_help(described, "factor"))
+    policy.add_argument("--threshold", type=float, help=_help(described, "threshold"))
+    policy.add_argument(
+        "--min-parallelism", action="append", default=[], metavar="OP=N", help=_help(described, "min_parallelism")
+    )
+    policy.add_argument(
+        "--max-parallelism", action="append", default=[], metavar="OP=N", help=_help(described, "max_parallelism")
+    )
+    policy.add_argument("--job-max-parallelism", type=int, help=_help(described, "job_max_parallelism"))
+    policy.add_argument("--align-to-key-groups", action="store_true", default=None, help=_help(described, "align_to_key_groups"))
     parser.add_argument("--run-type", choices=RUN_TYPES, help="recorded with the decisions (default: offline or live)")
     parser.add_argument("--run-id", help="recorded with the decisions (default: a new uuid)")
     output = parser.add_mutually_exclusive_group()
@@ -85,20 +115,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def run(argv: list[str]) -> int:
     args = parse_args(argv)
     topology = read_topology_csv(args.topology)
-    options = PolicyOptions(
-        factor=args.factor,
-        threshold=args.threshold,
-        min_parallelism=_bounds(args.min_parallelism, "--min-parallelism"),
-        max_parallelism=_bounds(args.max_parallelism, "--max-parallelism"),
-        job_max_parallelism=args.job_max_parallelism,
-        align_to_key_groups=args.align_to_key_groups,
-    ).resolved(topology)
+    options = policy_options(args).resolved(topology)
     source_rates = read_source_rates(args.source_rates, topology) if args.source_rates else None
 
     # Spark is imported only now: argument and file errors above need no JVM.
-    from autoscaler.sparkjob import inputs, policy, store
-    from autoscaler.sparkjob.run import StoreRun, decide_stored_epochs
-    from autoscaler.sparkjob.session import policy_session
+    from autoscaler.policy.spark import inputs, plan
+    from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
+    from autoscaler.policy.spark.session import policy_session
+    from autoscaler.store import spark as store
 
     spark = policy_session(master=args.master)
     run_type = args.run_type or ("live" if args.metrics_store else "offline")
@@ -118,8 +142,8 @@ def run(argv: list[str]) -> int:
         metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
         if skipped:
             print(f"ds2_policy: skipped incomplete epochs {skipped} in {args.rates_dir}", file=sys.stderr)
-    run_info = policy.RunInfo(run_id, run_type, datetime.now(UTC).replace(microsecond=0))
-    decisions = policy.decide(metrics, topology, options, run_info, source_rates)
+    run_info = plan.RunInfo(run_id, run_type, datetime.now(UTC).replace(microsecond=0))
+    decisions = plan.ds2_decisions(metrics, topology, options, run_info, source_rates)
 
     def check_all() -> None:
         for check in checks:
@@ -141,12 +165,12 @@ def _print_decisions(args: argparse.Namespace, spark: object, root: str, run_id:
     """--json: one JSON object per (epoch, operator); --table: a text table; otherwise nothing."""
     if not (args.json or args.table):
         return
-    from autoscaler.sparkjob import inputs, policy
+    from autoscaler.policy.spark import inputs, plan
 
     rows = (r.asDict() for r in inputs.stored_decisions(spark, root, args.job, run_id, topology).toLocalIterator())
     if args.json:
         for row in rows:
-            print(policy.decision_json(row))
+            print(plan.decision_json(row))
     else:
         print(decision_table(rows))
 

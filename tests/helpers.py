@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from autoscaler.policy.ds2 import OperatorWindow
-from autoscaler.schemas import METRICS
-from autoscaler.store import epoch_block
+from autoscaler.store.parquet import epoch_block
+from autoscaler.store.schemas import METRICS
 from autoscaler.topology import Operator, Topology
 
 

@@ -1,5 +1,14 @@
-"""DS2 autoscaler core: models, policy helpers, data contracts and readers.
+"""DS2 autoscaler core, one folder per stage of the loop (pure Python, no Airflow import).
 
-Pure Python (no Airflow import). The Spark job (``spark_jobs/ds2_policy.py``) and the
-Airflow DAGs both delegate to this package.
+- ``config/``: the registered jobs and every option, with its default and meaning;
+- ``collect/``: metrics of an epoch (Flink counter snapshots, DS2 rate files);
+- ``validate/``: the Great Expectations suite that keeps bad metrics from any decision;
+- ``policy/``: the policies (pure functions) and their Spark evaluation;
+- ``decide/``: whether a proposal is worth acting on (warm-up, hysteresis, cooldown, bounds);
+- ``rescale/``: savepoint-restart and in-place rescales, journaled and rolled back on failure;
+- ``record/``: the audit trail, the outcome of each epoch and the loop report;
+- ``store/``: the table schemas and the Parquet store every stage reads and writes;
+- ``flink/``: the Flink REST boundary (client, models, ids, deployment).
+
+The Spark job (``spark_jobs/ds2_policy.py``) and the Airflow DAGs both delegate to this package.
 """

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
+from autoscaler.config.jobs import load_jobs
 from autoscaler.errors import InputError
-from autoscaler.jobs import load_jobs
 
 
 def ensure_pools() -> list[str]:

@@ -22,7 +22,8 @@ from typing import Any
 
 from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
-from autoscaler.jobs import JobConfig, config_path
+from autoscaler.config import options as opt
+from autoscaler.config.jobs import JobConfig, config_path
 from ds2_airflow.operators.approval import RescaleApprovalOperator
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
 from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
@@ -134,6 +135,24 @@ def scaling_dag(job: JobConfig) -> DAG:
     return dag
 
 
+def what_if_params(job: JobConfig) -> dict[str, Param]:
+    """One param per policy option, its meaning from the options' declarations; unset keeps the job's value."""
+    current = job.policy
+    kinds = {"number": ["null", "number"], "integer": ["null", "integer"], "boolean": ["null", "boolean"], "bounds": "object"}
+    params = {}
+    for option in opt.OPTIONS:
+        if option.key.startswith("policy.") and option.name in current.__dataclass_fields__:
+            value = getattr(current, option.name)
+            limits = {"minimum": option.minimum} if option.minimum is not None and option.kind != "bounds" else {}
+            params[option.name] = Param(
+                {} if option.kind == "bounds" else None,
+                type=kinds[option.kind],
+                description=f"{option.meaning} This job: {value!r}.",
+                **limits,
+            )
+    return params
+
+
 def what_if_dag(job: JobConfig) -> DAG:
     with DAG(
         dag_id=job.what_if_dag_id,
@@ -145,10 +164,7 @@ def what_if_dag(job: JobConfig) -> DAG:
         params={
             "start": Param(None, type=["null", "string"], description="ISO start of the range (default: end - 1 h)"),
             "end": Param(None, type=["null", "string"], description="ISO end of the range (default: now)"),
-            "factor": Param(None, type=["null", "number"], minimum=0, description="over-provisioning factor"),
-            "threshold": Param(None, type=["null", "number"], minimum=1, description="target-rate-ratio threshold"),
-            "max_parallelism": Param({}, type="object", description='operator -> max, e.g. {"Count": 4}'),
-            "min_parallelism": Param({}, type="object", description="operator -> min"),
+            **what_if_params(job),
         },
         doc_md=f"Re-run the DS2 policy of `{job.name}` over a range of stored epochs with other options; "
         "the decisions go to a store of their own and are compared with the live ones.",
@@ -169,7 +185,7 @@ BOUNDARIES_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def boundaries_dag() -> DAG:
-    """Every job's boundary snapshots, taken on time by the triggerer (see autoscaler/flink/boundaries.py).
+    """Every job's boundary snapshots, taken on time by the triggerer (see autoscaler/collect/boundaries.py).
 
     Each hourly run defers one trigger that serves all jobs for the hour and a few minutes more; two
     runs may be active at once, so the next one takes over before the last one ends.

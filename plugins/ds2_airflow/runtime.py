@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from autoscaler.jobs import JobConfig, data_dir
+from autoscaler.config.jobs import JobConfig, data_dir
 
 LIVE, BACKFILL, WHAT_IF = "live", "backfill", "what-if"
 DOCS_URL_PREFIX = "/ds2-docs"  # where the api-server serves the validation Data Docs (docs_plugin.py)

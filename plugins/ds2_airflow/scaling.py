@@ -1,7 +1,7 @@
 """The bodies of a job DAG's Python tasks: validate, decide, record (and the what-if comparison).
 
 Each gathers its inputs from the run (XComs, the store, Flink) and delegates to the core:
-:mod:`autoscaler.validation`, :mod:`autoscaler.decide`, :mod:`autoscaler.audit`.
+:mod:`autoscaler.validate`, :mod:`autoscaler.decide.rules`, :mod:`autoscaler.record.audit`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from autoscaler import audit
-from autoscaler.decide import RESCALE, ScalingPlan, decide
-from autoscaler.flink.collect import topology_path
-from autoscaler.flink.rescale import RescaleResult
-from autoscaler.jobs import JobConfig
-from autoscaler.schemas import DECISIONS
-from autoscaler.store import read_epochs
+from autoscaler.collect.flink import topology_path
+from autoscaler.config.jobs import JobConfig
+from autoscaler.decide.rules import RESCALE, ScalingPlan, decide
+from autoscaler.record import audit, outcomes
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import DECISIONS
 from autoscaler.topology import read_topology_csv
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.runtime import BACKFILL, LIVE, docs_dir, docs_link, epoch_for, run_type, safe_run_id, store_root
@@ -29,7 +28,7 @@ log = logging.getLogger(__name__)
 
 def validate_epoch_task(job: JobConfig, context: Any) -> dict[str, Any]:
     """Validate the collected epoch with the GX suite; a failure stops the run (data quarantined)."""
-    from autoscaler.validation import ValidationConfig, validate_epoch
+    from autoscaler.validate import ValidationConfig, validate_epoch
 
     epoch = epoch_for(job, context)
     collected = context["ti"].xcom_pull(task_ids="collect") or {}
@@ -110,48 +109,26 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
     if run_type(context) == BACKFILL:
         raise AirflowSkipException("backfill run: no action to record")
     epoch = epoch_for(job, context)
-    action_id = f"{safe_run_id(context)}.{job.name}"
-    collected = ti.xcom_pull(task_ids="collect") or {}
-    validation = ti.xcom_pull(task_ids="validate") or {}
     plan_data = ti.xcom_pull(task_ids="decide", key="plan")
     plan = ScalingPlan.from_dict(plan_data) if plan_data else None
-    answer = ti.xcom_pull(task_ids="approve", key="answer") if job.approval.required else None
-    rescaled = ti.xcom_pull(task_ids="rescale")
-    failed = _failed_tasks(context)
-    approved_by = answer.get("by") if answer else None
-    parallelism = plan.current if plan else {}
-    common = {"action_id": action_id, "mechanism": job.mechanism, "parallelism": parallelism}
-    if rescaled:
-        row = RescaleResult.from_dict(rescaled).to_row(job.name, epoch, approved_by)
-    elif answer and answer.get("chosen") != "Approve":
-        how = "no answer in time, the configured default applied" if answer.get("timed_out") else f"by {approved_by}"
-        message = f"rejected ({how}): {plan.summary if plan else ''}"
-        row = audit.action_row(job.name, epoch, outcome="rejected", message=message, approved_by=approved_by, **common)
-    elif "approve" in failed:
-        message = f"the approval task failed (see its log); nothing was rescaled: {plan.summary if plan else ''}"
-        row = audit.action_row(job.name, epoch, outcome="skipped", message=message, **common)
-    elif "rescale" in failed:
-        message = f"the rescale task failed before reporting a result (see its log): {plan.summary if plan else ''}"
-        row = audit.action_row(job.name, epoch, outcome=audit.TASK_FAILED, message=message, approved_by=approved_by, **common)
-    elif failed:
-        what = audit.validation_summary(store_root(), job.name, epoch) if "validate" in failed else None
-        message = f"{', '.join(failed)} failed: {what or 'see the task logs'}"
-        row = audit.action_row(job.name, epoch, outcome="skipped", message=message, **common)
-    elif plan is not None:
-        row = audit.action_row(
-            job.name, epoch, outcome="noop", message=plan.summary, flink_job_id=collected.get("flink_job_id"), **common
-        )
-    else:
-        message = validation.get("summary") or "nothing was decided"
-        row = audit.action_row(job.name, epoch, outcome="skipped", message=message, **common)
-    if row.get("old_flink_job_id") is None and collected.get("flink_job_id"):
-        row["old_flink_job_id"] = collected["flink_job_id"]
+    run = outcomes.EpochRun(
+        action_id=f"{safe_run_id(context)}.{job.name}",
+        mechanism=job.mechanism,
+        parallelism=plan.current if plan else {},
+        plan_summary=plan.summary if plan else None,
+        answer=ti.xcom_pull(task_ids="approve", key="answer") if job.approval.required else None,
+        rescaled=ti.xcom_pull(task_ids="rescale"),
+        failed_tasks=_failed_tasks(context),
+        validation_summary=(ti.xcom_pull(task_ids="validate") or {}).get("summary"),
+        flink_job_id=(ti.xcom_pull(task_ids="collect") or {}).get("flink_job_id"),
+    )
+    row = outcomes.epoch_row(job.name, epoch, run, lambda: audit.validation_summary(store_root(), job.name, epoch))
     audit.record_action(store_root(), row)
     log.info(
         "action %s epoch %d: %s — %s (approved by %s, downtime %s s)",
         row["action_id"], epoch, row["outcome"], row["message"], row["approved_by"], row["downtime_s"],
     )  # fmt: skip
-    if failed or row["outcome"] in ("failed", "rolled-back"):
+    if outcomes.run_fails(row, run):
         raise AirflowFailException(f"epoch {epoch}: {row['outcome']}: {row['message']}")
     return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from autoscaler.schemas import METRICS
-from autoscaler.store import read_epochs
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import METRICS
 from tests.integration.conftest import UNDERPROVISIONED
 
 pytestmark = pytest.mark.flink

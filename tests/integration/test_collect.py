@@ -8,9 +8,9 @@ import pyarrow.compute as pc
 import pytest
 
 import ds2_policy
-from autoscaler.flink.collect import collect_epoch_metrics, snapshot_path, topology_path
-from autoscaler.schemas import DECISIONS, METRICS
-from autoscaler.store import read_epochs
+from autoscaler.collect.flink import collect_epoch_metrics, snapshot_path, topology_path
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import DECISIONS, METRICS
 from tests.integration.conftest import UNDERPROVISIONED, wait_running
 
 pytestmark = pytest.mark.flink

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from autoscaler.flink.boundaries import epoch_ending_at
-from autoscaler.schemas import DECISIONS, METRICS
-from autoscaler.store import read_epochs
+from autoscaler.collect.boundaries import epoch_ending_at
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import DECISIONS, METRICS
 from tests.conftest import ROOT
 from tests.integration.conftest import UNDERPROVISIONED
 from tests.integration.scaling_setup import environment, job_entry

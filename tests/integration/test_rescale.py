@@ -17,8 +17,10 @@ import pytest
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, program_args, resolve_jar
-from autoscaler.flink.rescale import RescaleResult, pending_savepoint, rescale_in_place, rescale_with_savepoint
-from autoscaler.schemas import ACTIONS
+from autoscaler.rescale.in_place import rescale_in_place
+from autoscaler.rescale.result import RescaleResult
+from autoscaler.rescale.savepoint import pending_savepoint, rescale_with_savepoint
+from autoscaler.store.schemas import ACTIONS
 from tests.integration.conftest import TESTJOB_JAR, FlinkCluster
 
 pytestmark = pytest.mark.flink

@@ -23,7 +23,8 @@ import pytest
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkConnection, FlinkError, FlinkRestClient
 from autoscaler.flink.models import OperationStatus
-from autoscaler.flink.rescale import rescale_in_place, rescale_with_savepoint
+from autoscaler.rescale.in_place import rescale_in_place
+from autoscaler.rescale.savepoint import rescale_with_savepoint
 from tests.integration.conftest import FlinkCluster, wait_running
 from tests.integration.test_rescale import (
     assert_runs_at,

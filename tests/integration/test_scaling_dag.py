@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from autoscaler.schemas import ACTIONS, DECISIONS
-from autoscaler.store import read_epochs
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
 from tests.integration.conftest import UNDERPROVISIONED
 from tests.integration.scaling_setup import environment, job_entry, next_epoch_end

@@ -20,9 +20,9 @@ from datetime import datetime
 import pytest
 import requests
 
-from autoscaler.jobs import load_jobs
-from autoscaler.schemas import ACTIONS, DECISIONS
-from autoscaler.store import read_epochs
+from autoscaler.config.jobs import load_jobs
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
 from tests.integration.conftest import UNDERPROVISIONED
 from tests.integration.scaling_setup import environment, job_entry

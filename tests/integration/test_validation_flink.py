@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.flink.collect import collect_epoch_metrics
-from autoscaler.schemas import METRICS, VALIDATIONS
-from autoscaler.store import read_epochs
+from autoscaler.collect.flink import collect_epoch_metrics
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import METRICS, VALIDATIONS
 from autoscaler.topology import Operator, Topology
-from autoscaler.validation import ValidationConfig, quarantined_epochs, release_quarantine, validate_epoch
+from autoscaler.validate import ValidationConfig, quarantined_epochs, release_quarantine, validate_epoch
 from tests.integration.conftest import UNDERPROVISIONED
 from tests.integration.test_collect import RATE_METRIC, wait_for_busy_time
 

@@ -19,10 +19,10 @@ import urllib.request
 
 import pytest
 
-from autoscaler import store
-from autoscaler.ds2_files import read_rates_log, records_to_metrics
-from autoscaler.schemas import DECISIONS, METRICS
-from autoscaler.sparkjob import engine
+from autoscaler.collect.ds2_files import read_rates_log, records_to_metrics
+from autoscaler.policy.spark import engine
+from autoscaler.store import parquet as store
+from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import read_topology_csv
 from tests.conftest import RATES_LOG, ROOT, TOPOLOGY_CSV
 
@@ -30,9 +30,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 VOLATILE = {"decided_at", "run_id"}
 CONNECT_RUN = """
 import sys, time
-from autoscaler.options import PolicyOptions
-from autoscaler.sparkjob import engine
-from autoscaler.sparkjob.run import StoreRun, decide_stored_epochs
+from autoscaler.config.options import PolicyOptions
+from autoscaler.policy.spark import engine
+from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
 url, store, first, last, topology, out = sys.argv[1:]
 spark = engine.connect(url, what="spark_test")
 t0 = time.monotonic()

@@ -7,8 +7,8 @@ import pytest
 
 import ds2_policy
 from autoscaler.errors import InputError
-from autoscaler.schemas import DECISIONS, METRICS
-from autoscaler.store import EPOCH_BLOCK_SIZE, read_epochs, write_epochs
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, read_epochs, write_epochs
+from autoscaler.store.schemas import DECISIONS, METRICS
 from tests.helpers import metrics_rows, topology, window, write_topology_csv
 
 pytestmark = pytest.mark.spark

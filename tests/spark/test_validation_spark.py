@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.schemas import METRICS, VALIDATIONS
-from autoscaler.store import read_epochs, write_epochs
-from autoscaler.validation import quarantined_epochs, validate_range, validate_rows
+from autoscaler.store.parquet import read_epochs, write_epochs
+from autoscaler.store.schemas import METRICS, VALIDATIONS
+from autoscaler.validate import quarantined_epochs, validate_range, validate_rows
 from tests.unit.test_validation_builders import JOB, change, config, drop, epoch_rows, interval, row, table
 
 pytestmark = pytest.mark.spark

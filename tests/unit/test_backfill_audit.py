@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from autoscaler import audit, backfill
-from autoscaler.flink.rescale import RescaleResult
+from autoscaler.policy import backfill
+from autoscaler.record import audit, outcomes
+from autoscaler.rescale.result import RescaleResult
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 8, 100, 4096])
@@ -36,7 +37,7 @@ def _result(outcome):
 
 
 def _noop(epoch, action_id, message):
-    return audit.action_row("wc", epoch, action_id=action_id, mechanism="m", outcome="noop", message=message, parallelism={})
+    return outcomes.action_row("wc", epoch, action_id=action_id, mechanism="m", outcome="noop", message=message, parallelism={})
 
 
 def test_history_from_the_actions_and_decisions_tables(tmp_path):
@@ -52,4 +53,4 @@ def test_history_from_the_actions_and_decisions_tables(tmp_path):
     log = audit.actions_log(tmp_path, "wc")
     assert [r["epoch"] for r in log] == [10, 11, 12] and log[1]["message"] == "y"
     with pytest.raises(ValueError, match="RescaleResult"):
-        audit.action_row("wc", 1, action_id="d", mechanism="m", outcome="succeeded", message="", parallelism={})
+        outcomes.action_row("wc", 1, action_id="d", mechanism="m", outcome="succeeded", message="", parallelism={})

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from autoscaler.flink.boundaries import BoundaryJob, epoch_ending_at, next_boundary, save_first, take_boundary
+from autoscaler.collect.boundaries import BoundaryJob, epoch_ending_at, next_boundary, save_first, take_boundary
+from autoscaler.collect.flink import snapshot_path
+from autoscaler.config.jobs import parse_jobs
 from autoscaler.flink.client import FlinkConnection
-from autoscaler.flink.collect import snapshot_path
-from autoscaler.jobs import parse_jobs
 
 
 def test_next_boundary_and_its_epoch_match_the_jobs_epoch_numbering():

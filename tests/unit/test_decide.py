@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from autoscaler.decide import NOOP, RESCALE, LastRescale, ScalingPlan, decide
-from autoscaler.jobs import parse_jobs
+from autoscaler.config.jobs import parse_jobs
+from autoscaler.decide.rules import NOOP, RESCALE, LastRescale, ScalingPlan, decide
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.ds2_files import read_rate_files, read_rates_log, read_source_rates, records_to_metrics
+from autoscaler.collect.ds2_files import read_rate_files, read_rates_log, read_source_rates, records_to_metrics
 from autoscaler.errors import InputError
-from autoscaler.schemas import METRICS
+from autoscaler.store.schemas import METRICS
 from autoscaler.topology import read_topology_csv
 from tests.conftest import RATES_LOG, TOPOLOGY_CSV
 

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
+from autoscaler.config.fields import parse_duration
+from autoscaler.config.jobs import DEFAULT_CONFIG, load_jobs, parse_jobs
 from autoscaler.errors import InputError
-from autoscaler.jobs import DEFAULT_CONFIG, load_jobs, parse_duration, parse_jobs
 
 BASE = {
     "name": "wc",

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from autoscaler import audit, loop_report
-from autoscaler.flink.rescale import RescaleResult
-from autoscaler.schemas import DECISIONS, METRICS, VALIDATIONS
-from autoscaler.store import epoch_block, write_epochs
+from autoscaler.record import audit, loop_report
+from autoscaler.rescale.result import RescaleResult
+from autoscaler.store.parquet import epoch_block, write_epochs
+from autoscaler.store.schemas import DECISIONS, METRICS, VALIDATIONS
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 JOB = "loop"

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
+from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
-from autoscaler.options import PolicyOptions, key_group_divisors
+from autoscaler.policy.rounding import key_group_divisors
 
 
 @pytest.mark.parametrize(
@@ -33,3 +34,19 @@ def test_options_serialise_and_describe_themselves():
 
 def test_key_group_divisors():
     assert key_group_divisors(12) == [1, 2, 3, 4, 6, 12]
+
+
+def test_every_option_has_one_default_and_the_docs_table_is_current():
+    from pathlib import Path
+
+    from autoscaler.config import options as opt
+    from autoscaler.config.jobs import Approval, JobConfig, Stability
+
+    keys = [o.key for o in opt.OPTIONS]
+    assert len(keys) == len(set(keys)) and all(o.meaning for o in opt.OPTIONS)
+    # the dataclasses' defaults are the declared ones
+    assert PolicyOptions().factor == opt.FACTOR.default and Stability().cooldown == opt.COOLDOWN.default
+    assert Approval().timeout == opt.APPROVAL_TIMEOUT.default
+    assert JobConfig.__dataclass_fields__["savepoint_timeout"].default == opt.SAVEPOINT_TIMEOUT.default
+    docs = Path(__file__).resolve().parents[2] / "docs" / "options.md"
+    assert opt.options_table() in docs.read_text(), "docs/options.md is stale: python -m autoscaler.config.options"

@@ -4,10 +4,10 @@ import math
 
 import pytest
 
-from autoscaler.ds2_files import read_rates_log
-from autoscaler.options import PolicyOptions
+from autoscaler.collect.ds2_files import read_rates_log
+from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.ds2 import OperatorWindow, evaluate_epoch
-from autoscaler.policy.rules import SATURATED, align_up, round_up
+from autoscaler.policy.rounding import SATURATED, align_up, round_up
 from autoscaler.topology import read_topology_csv
 from tests.conftest import RATES_LOG, TOPOLOGY_CSV
 from tests.helpers import topology, window

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from autoscaler.collect.snapshot import Snapshot, restart_between, window_metrics
 from autoscaler.flink.models import SubtaskCounters, VertexInfo
-from autoscaler.flink.snapshot import Snapshot, restart_between, window_metrics
 
 SRC, CNT = "a" * 32, "b" * 32
 T0 = datetime(2026, 11, 21, tzinfo=UTC)

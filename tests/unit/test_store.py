@@ -2,8 +2,8 @@ import pyarrow as pa
 import pytest
 
 from autoscaler.errors import InputError
-from autoscaler.schemas import DECISIONS, METRICS, TABLES
-from autoscaler.store import EPOCH_BLOCK_SIZE, block_dir, read_epochs, validate_job_name, write_epochs
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, block_dir, read_epochs, validate_job_name, write_epochs
+from autoscaler.store.schemas import DECISIONS, METRICS, TABLES
 from tests.helpers import metrics_rows, topology, window
 
 TOPO = topology([("s", "m")], {"s": 1, "m": 2})

@@ -16,16 +16,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from autoscaler.schemas import METRICS, VALIDATIONS
-from autoscaler.store import read_epochs, write_epochs
-from autoscaler.validation import (
+from autoscaler.store.parquet import read_epochs, write_epochs
+from autoscaler.store.schemas import METRICS, VALIDATIONS
+from autoscaler.validate import (
     EpochValidation,
     ValidationFailed,
     read_quarantine,
     release_quarantine,
     validate_epoch,
 )
-from autoscaler.validation.quarantine import quarantine_dir
+from autoscaler.validate.quarantine import quarantine_dir
 from tests.unit.test_validation_builders import JOB, SLOTS, change, config, drop, epoch_rows, row, table
 
 ORDER = [("operator_id", "ascending"), ("instance", "ascending"), ("window_start", "ascending")]

@@ -13,10 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from autoscaler.schemas import METRICS
-from autoscaler.store import epoch_block
+from autoscaler.store.parquet import epoch_block
+from autoscaler.store.schemas import METRICS
 from autoscaler.topology import Operator, Topology
-from autoscaler.validation import ValidationConfig
+from autoscaler.validate import ValidationConfig
 
 JOB = "vjob"
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.ds2_files import parse_rate_line, read_rate_files, read_rates_log, records_to_metrics
+from autoscaler.collect.ds2_files import parse_rate_line, read_rate_files, read_rates_log, records_to_metrics
 from autoscaler.errors import InputError
-from autoscaler.schemas import METRICS
-from autoscaler.store import read_epochs
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import METRICS
 from autoscaler.topology import read_topology_csv
-from autoscaler.validation import ValidationConfig, validate_rows
+from autoscaler.validate import ValidationConfig, validate_rows
 from tests.conftest import RATES_LOG, TOPOLOGY_CSV
 
 TOPO = read_topology_csv(TOPOLOGY_CSV)

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pyarrow as pa
 import pytest
 
-from autoscaler.schemas import METRICS
-from autoscaler.validation import validate_rows
-from autoscaler.validation.suite import RULES
+from autoscaler.store.schemas import METRICS
+from autoscaler.validate import validate_rows
+from autoscaler.validate.suite import RULES
 from tests.unit.test_validation_builders import JOB, change, config, epoch_rows, table
 
 

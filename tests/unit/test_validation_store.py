@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from autoscaler.errors import InputError
-from autoscaler.schemas import METRICS, TABLES, VALIDATIONS
-from autoscaler.store import read_epochs, write_epochs
-from autoscaler.validation import (
+from autoscaler.store.parquet import read_epochs, write_epochs
+from autoscaler.store.schemas import METRICS, TABLES, VALIDATIONS
+from autoscaler.validate import (
     ValidationConfig,
     default_docs_dir,
     gxrun,

@@ -1,1 +1,1 @@
-"""Talking to Flink: the REST client, metric snapshots and the rescale procedures (no Airflow import)."""
+"""The Flink REST boundary: the client, its models, id checks and the job deployment (no Airflow import)."""

@@ -1,1 +1,2 @@
-"""DS2 policy: the pure-Python reference (one epoch) and the rules shared with the Spark job."""
+"""Policies: each kind is one module behind :mod:`autoscaler.policy.base` (a pure function of an
+epoch's metrics); ``spark/`` evaluates them over any number of epochs."""

@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from autoscaler.options import PolicyOptions
-from autoscaler.policy.rules import SATURATED, align_up, round_up, threshold_adjust
+from autoscaler.config.options import PolicyOptions
+from autoscaler.policy.rounding import SATURATED, align_up, round_up, threshold_adjust
 from autoscaler.topology import Topology
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from autoscaler.flink.collect import collect_epoch_metrics
+from autoscaler.collect.flink import collect_epoch_metrics
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.runtime import BACKFILL, run_type
 

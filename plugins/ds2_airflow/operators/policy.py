@@ -7,7 +7,7 @@ Two engines, chosen by the connection's type:
   process through the Spark provider's own ``SparkConnectHook``: seconds, no JVM start;
 - ``spark``: a cold ``spark-submit`` of ``spark_jobs/ds2_policy.py`` (``SparkSubmitHook``).
 
-Both run :func:`autoscaler.sparkjob.run.decide_stored_epochs` on the same inputs and write the same rows.
+Both run :func:`autoscaler.policy.spark.run.decide_stored_epochs` on the same inputs and write the same rows.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from autoscaler import backfill
+from autoscaler.collect.flink import topology_path
+from autoscaler.config.jobs import PROJECT_ROOT, JobConfig, data_dir
+from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
-from autoscaler.flink.collect import topology_path
-from autoscaler.jobs import PROJECT_ROOT, JobConfig, data_dir
-from autoscaler.options import PolicyOptions
-from autoscaler.sparkjob.run import StoreRun
+from autoscaler.policy import backfill
+from autoscaler.policy.spark.run import StoreRun
 from ds2_airflow.runtime import BACKFILL, LIVE, WHAT_IF, epoch_for, run_type, safe_run_id, store_root
 
 APPLICATION = PROJECT_ROOT / "spark_jobs" / "ds2_policy.py"
@@ -58,7 +58,7 @@ def policy_args(run: StoreRun) -> list[str]:
         "--metrics-store", "--store", run.store, "--job", run.job,
         "--from-epoch", str(run.from_epoch), "--to-epoch", str(run.to_epoch),
         "--run-type", run.run_type, "--run-id", run.run_id,
-        *run.options.cli_args(),
+        "--options", run.options.to_json(),
     ]  # fmt: skip
     if run.decisions_store:
         args += ["--decisions-store", run.decisions_store]
@@ -93,8 +93,8 @@ class PolicyEngineOperator(BaseOperator):
         return "spark-submit"
 
     def _run_connect(self, conn_id: str, run: StoreRun) -> None:
-        from autoscaler.sparkjob import engine
-        from autoscaler.sparkjob.run import decide_stored_epochs
+        from autoscaler.policy.spark import engine
+        from autoscaler.policy.spark.run import decide_stored_epochs
 
         url = SparkConnectHook(conn_id).get_connection_url()
         try:
@@ -120,7 +120,7 @@ class DS2PolicyOperator(PolicyEngineOperator):
     - live run: the epoch just collected and validated (skipped when validation found it not
       decidable, e.g. a warm-up window: there is nothing to decide);
     - backfill run: the first run of a backfill computes every queued run's epoch in one Spark
-      query (or application) and the others find their decisions done (see :mod:`autoscaler.backfill`).
+      query (or application) and the others find their decisions done (see :mod:`autoscaler.policy.backfill`).
     """
 
     def execute(self, context: Any) -> dict[str, Any]:

@@ -10,15 +10,11 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from autoscaler.config.options import IN_PLACE, SAVEPOINT_RESTART, SAVEPOINT_TIMEOUT, START_TIMEOUT
 from autoscaler.flink.deployment import JobDeployment
-from autoscaler.flink.rescale import (
-    IN_PLACE,
-    SAVEPOINT_RESTART,
-    RescaleResult,
-    pending_savepoint,
-    rescale_in_place,
-    rescale_with_savepoint,
-)
+from autoscaler.rescale.in_place import rescale_in_place
+from autoscaler.rescale.result import RescaleResult
+from autoscaler.rescale.savepoint import pending_savepoint, rescale_with_savepoint
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.triggers.flink import FlinkSavepointTrigger
 
@@ -60,8 +56,8 @@ class FlinkRescaleOperator(BaseOperator):
         mechanism: str = SAVEPOINT_RESTART,
         journal_dir: str,
         flink_conn_id: str = FlinkHook.default_conn_name,
-        savepoint_timeout_s: float = 60.0,
-        start_timeout_s: float = 60.0,
+        savepoint_timeout_s: float = SAVEPOINT_TIMEOUT.default.total_seconds(),
+        start_timeout_s: float = START_TIMEOUT.default.total_seconds(),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

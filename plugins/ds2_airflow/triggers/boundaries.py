@@ -1,6 +1,6 @@
 """Boundary snapshots of every registered job, taken on time in the triggerer (always running).
 
-See :mod:`autoscaler.flink.boundaries` for why. One trigger serves all jobs of the jobs config until
+See :mod:`autoscaler.collect.boundaries` for why. One trigger serves all jobs of the jobs config until
 its ``until`` time, re-reading the config when it changes (a job registered now gets its boundaries
 from its next one on); the ``ds2_boundaries`` DAG starts a new trigger every hour, overlapping the
 previous one by a few minutes so that no boundary falls between two (a boundary is written once).
@@ -17,8 +17,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from autoscaler.flink.boundaries import DEFAULT_TOLERANCE_S, BoundaryJob, take_boundary
-from autoscaler.jobs import JobConfig, load_jobs_each
+from autoscaler.collect.boundaries import DEFAULT_TOLERANCE_S, BoundaryJob, take_boundary
+from autoscaler.config.jobs import JobConfig, load_jobs_each
 from ds2_airflow.hooks.flink import FlinkHook
 
 MAX_SLEEP_S = 10.0  # how long a config change may go unseen

@@ -1,0 +1,134 @@
+"""Collect one epoch's metrics of a running Flink job into the metrics store.
+
+The boundary snapshot of every epoch is kept (``snapshots/job=<job>/epoch=<n>.json``) so the
+next epoch diffs against it, and a re-run of an epoch recomputes exactly the same rows from
+the two stored snapshots (idempotent). The triggerer takes these boundaries on time
+(:mod:`autoscaler.collect.boundaries`), so a run that starts late still measures its own epoch;
+without them the collector reads the end boundary itself when it runs. With no usable previous
+boundary (the first epoch, or one older than ``max_gap_s``) it measures a short window now,
+stored as ``epoch=<n>.start.json`` and ``epoch=<n>.end.json`` beside the boundary.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from autoscaler.collect.snapshot import load_snapshot, restart_between, save_snapshot, take_snapshot, window_metrics
+from autoscaler.errors import InputError
+from autoscaler.flink.client import FlinkRestClient
+from autoscaler.store.parquet import validate_job_name, write_epochs
+from autoscaler.store.schemas import METRICS
+from autoscaler.topology import Topology
+
+
+@dataclass(frozen=True)
+class CollectionResult:
+    job: str
+    epoch: int
+    rows: pa.Table
+    window_s: float
+    measured_short_window: bool  # no usable previous boundary: measured a window now
+    warmup_reason: str | None  # the window spans a restart: kept, never used for a decision
+    flink_job_id: str
+
+    def summary(self) -> str:
+        how = "short window measured now" if self.measured_short_window else "since the previous epoch's boundary"
+        warm = f"; warm-up: {self.warmup_reason}" if self.warmup_reason else ""
+        return (
+            f"job {self.job} epoch {self.epoch}: {self.rows.num_rows} instance rows over {self.window_s:.1f} s "
+            f"({how}; Flink job {self.flink_job_id}){warm}"
+        )
+
+
+def snapshot_path(store_root: str | Path, job: str, epoch: int, start: bool = False, end: bool = False) -> Path:
+    """The boundary snapshot at the end of ``epoch`` (or the start or end of a short window measured for it)."""
+    name = f"epoch={epoch}.start.json" if start else f"epoch={epoch}.end.json" if end else f"epoch={epoch}.json"
+    return Path(store_root) / "snapshots" / f"job={validate_job_name(job)}" / name
+
+
+def topology_path(store_root: str | Path, job: str) -> Path:
+    return Path(store_root) / "topologies" / f"{validate_job_name(job)}.csv"
+
+
+def write_topology(topology: Topology, path: Path) -> None:
+    """The job graph in the DS2 topology CSV format (vertex ids as operator ids)."""
+    ops = topology.operators
+    for op in ops.values():
+        if "," in op.name or "\n" in op.name:
+            problem = f"name {op.name!r} contains a comma or newline; the DS2 topology CSV cannot hold it"
+            raise InputError(f"Flink vertex {op.id}", problem)
+    lines = ["# operator_id1,operator_name1,instances1,operator_id2,operator_name2,instances2"]
+    lines += [f"{a},{ops[a].name},{ops[a].parallelism},{b},{ops[b].name},{ops[b].parallelism}" for a, b in topology.edges]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def collect_epoch_metrics(
+    client: FlinkRestClient,
+    job_name: str,
+    job: str,
+    epoch: int,
+    store_root: str | Path,
+    short_window_s: float = 20.0,
+    max_gap_s: float | None = None,
+    source_rate_metric: str | None = None,
+) -> CollectionResult:
+    """Measure epoch ``epoch`` of the Flink job ``job_name`` and write it to the metrics store.
+
+    ``job`` is the registered job (store partition); ``max_gap_s`` bounds how old the previous
+    boundary may be to serve as this window's start (default: no bound); ``source_rate_metric``
+    is the sources' target-rate gauge, if the job has one (see :mod:`autoscaler.collect.snapshot`).
+    """
+    boundary_path = snapshot_path(store_root, job, epoch)
+    start_path = snapshot_path(store_root, job, epoch, start=True)
+    end_path = snapshot_path(store_root, job, epoch, end=True)
+    boundary = load_snapshot(boundary_path)
+    previous = load_snapshot(start_path)
+    short = previous is not None  # an earlier attempt measured a short window: recompute the same rows
+    current = (load_snapshot(end_path) or boundary) if short else boundary
+    if short and current is not None and current.taken_at <= previous.taken_at:
+        current = None  # an attempt stopped inside its short window: measure its end now
+    if not short:
+        previous = load_snapshot(snapshot_path(store_root, job, epoch - 1))
+        if previous is not None and previous.job_name != job_name:
+            previous = None
+        if previous is not None and boundary is None and max_gap_s is not None:
+            if (datetime.now(UTC) - previous.taken_at).total_seconds() > max_gap_s:
+                previous = None  # too old to start this epoch's window
+        if previous is not None and current is not None and previous.taken_at >= current.taken_at:
+            previous = None
+    if previous is None or current is None:
+        if previous is None:
+            previous = take_snapshot(client, job_name, source_rate_metric)
+            save_snapshot(previous, start_path)
+            _wait(short_window_s)
+            short = True
+        current = take_snapshot(client, job_name, source_rate_metric)
+        # The epoch's boundary, when it was never taken; the end of a short window otherwise (the
+        # boundary, taken on time, stays the next epoch's start).
+        save_snapshot(current, end_path if short and boundary is not None else boundary_path)
+    assert previous is not None
+    rows = window_metrics(previous, current, job, epoch)
+    write_epochs(store_root, METRICS, job, rows)
+    write_topology(current.topology(), topology_path(store_root, job))
+    return CollectionResult(
+        job=job,
+        epoch=epoch,
+        rows=rows,
+        window_s=(current.taken_at - previous.taken_at).total_seconds(),
+        measured_short_window=short,
+        warmup_reason=restart_between(previous, current),
+        flink_job_id=current.flink_job_id,
+    )
+
+
+def _wait(seconds: float) -> None:
+    """The short measurement window: the counters need real time to move."""
+    time.sleep(max(seconds, 0.0))

@@ -1,0 +1,249 @@
+"""Counter snapshots of a running job and the metrics rows of the window between two of them.
+
+Rates come from counter deltas, never from Flink's ``*PerSecond`` gauges (60 s moving
+averages that lag a change by a minute). Per instance and window W:
+
+- true processing rate = Δrecords in / Δbusy time, true output rate = Δrecords out / Δbusy time
+  (a mostly idle task whose busy time did not grow counts 1 ms: no bottleneck, large capacity);
+- observed rates = the same deltas / the instance's own window: Δ(busy + idle + back-pressured
+  time). Flink books those three so that they add up to the task's running time when its
+  metrics were sampled, and all of a subtask's values come from one sample. The REST metric
+  store serves samples up to ``metrics.fetcher.update-interval`` old, so one snapshot's values
+  can be seconds older than the other's: dividing by our own read times W then inflated the
+  observed rate (a 4 s window whose samples were 6.1 s apart read Count at 7,662 r/s observed
+  against 5,681 r/s true). W is used only when an instance reports no time at all;
+- sources report no busy time and their processing rate is 0 (DS2's convention). Their true
+  output rate is the rate they are asked to emit: a per-subtask gauge when the job exposes one
+  (``source_rate_metric``, e.g. a Kafka source's arrival rate or the test job's
+  ``scheduledRate``); otherwise Δrecords out / (window − Δback-pressured time), what they emitted
+  while not blocked. A source blocked for more than 95 % of the window gives no usable
+  estimate that way (the few records it sent were bursts); then its observed rate is used,
+  and DS2 can only grow the job step by step: configure a rate metric or a source-rate
+  override for such jobs, as the DS2 reference does.
+
+A window that spans a restart (the job id changed, the parallelism changed, or a counter went
+down) is marked warm-up: kept for the record, never used for a decision.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from autoscaler.errors import InputError
+from autoscaler.flink.client import FlinkRestClient
+from autoscaler.flink.models import JobDetails, SubtaskCounters, VertexInfo
+from autoscaler.store.parquet import epoch_block
+from autoscaler.store.schemas import METRICS
+from autoscaler.topology import Operator, Topology
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    job_name: str
+    flink_job_id: str
+    taken_at: datetime  # UTC, when the counters were read (mid-point of the reads)
+    vertices: tuple[VertexInfo, ...]
+    edges: tuple[tuple[str, str], ...]
+    counters: tuple[SubtaskCounters, ...]
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["taken_at"] = self.taken_at.isoformat()
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "snapshot") -> Snapshot:
+        try:
+            data = json.loads(text)
+            return cls(
+                job_name=data["job_name"],
+                flink_job_id=data["flink_job_id"],
+                taken_at=datetime.fromisoformat(data["taken_at"]),
+                vertices=tuple(VertexInfo(**v) for v in data["vertices"]),
+                edges=tuple(tuple(e) for e in data["edges"]),  # type: ignore[misc]
+                counters=tuple(SubtaskCounters(**c) for c in data["counters"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(source, f"not a valid counter snapshot: {exc}") from None
+
+    def topology(self) -> Topology:
+        """The job graph as a DS2 topology (vertex ids as operator ids)."""
+        operators = [Operator(v.id, v.name, v.parallelism) for v in self.vertices]
+        return Topology.from_edges(operators, self.edges, source=f"job graph of {self.job_name}")
+
+
+# Flink's REST metric store is refreshed on demand: a request after a quiet period triggers a
+# fetch but is answered from the old values (seen: a source's counters 15 s stale). So a first
+# read primes the fetch, and the counters are read again until every subtask's accumulated
+# time (busy + idle + back-pressured, which grows with wall time for any running subtask) has
+# moved past the primed values: then the store holds values fetched after the prime.
+METRICS_REFRESH_TIMEOUT_S = 10.0
+TIME_JITTER_MS = 1000.0
+MIN_BUSY_MS = 1.0
+
+
+def _read_counters(client: FlinkRestClient, details: JobDetails) -> list[SubtaskCounters]:
+    return [c for v in details.vertices for c in client.subtask_counters(details.id, v.id)]
+
+
+def _accounted_ms(c: SubtaskCounters) -> float:
+    """Busy + idle + back-pressured time: the subtask's running time when it was sampled."""
+    return c.busy_ms + c.idle_ms + c.backpressured_ms
+
+
+def _advanced(primed: list[SubtaskCounters], fresh: list[SubtaskCounters]) -> bool:
+    total = {(c.vertex_id, c.subtask): _accounted_ms(c) for c in primed}
+    return all(_accounted_ms(c) > total.get((c.vertex_id, c.subtask), -1.0) for c in fresh)
+
+
+def take_snapshot(
+    client: FlinkRestClient,
+    job_name: str,
+    source_rate_metric: str | None = None,
+    refresh_timeout_s: float = METRICS_REFRESH_TIMEOUT_S,
+) -> Snapshot:
+    """Counters of every subtask of the running job called ``job_name``.
+
+    ``source_rate_metric`` names a per-subtask gauge of the source vertices that says what
+    rate they are asked to emit (read into :attr:`SubtaskCounters.target_rate`);
+    ``refresh_timeout_s`` bounds the wait for fresh values (0: read once, as cached).
+    """
+    summary = client.running_job(job_name)
+    details: JobDetails = client.job(summary.id)
+    sources = {v.id for v in details.vertices} - {down for _, down in details.edges}
+    primed = _read_counters(client, details)
+    deadline = time.monotonic() + refresh_timeout_s
+    while True:
+        before = datetime.now(UTC)
+        counters = _read_counters(client, details) if refresh_timeout_s > 0 else primed
+        after = datetime.now(UTC)
+        if refresh_timeout_s <= 0 or _advanced(primed, counters) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+    if source_rate_metric:
+        counters = [
+            replace(
+                c,
+                target_rate=client.subtask_metrics(details.id, c.vertex_id, c.subtask, [source_rate_metric]).get(
+                    source_rate_metric
+                ),
+            )
+            if c.vertex_id in sources
+            else c
+            for c in counters
+        ]
+    return Snapshot(
+        job_name=job_name,
+        flink_job_id=details.id,
+        taken_at=before + (after - before) / 2,
+        vertices=details.vertices,
+        edges=details.edges,
+        counters=tuple(counters),
+    )
+
+
+def restart_between(previous: Snapshot, current: Snapshot) -> str | None:
+    """Why the window between two snapshots spans a restart, or None."""
+    if previous.flink_job_id != current.flink_job_id:
+        return f"job id changed {previous.flink_job_id} -> {current.flink_job_id}"
+    before = {v.id: v.parallelism for v in previous.vertices}
+    for v in current.vertices:
+        if before.get(v.id) != v.parallelism:
+            return f"vertex {v.name} parallelism {before.get(v.id)} -> {v.parallelism}"
+    old = {(c.vertex_id, c.subtask): c for c in previous.counters}
+    for c in current.counters:
+        o = old.get((c.vertex_id, c.subtask))
+        if o is None:
+            return f"subtask {c.subtask} of vertex {c.vertex_id} is new"
+        # A task failover in the same job restarts its counters from zero. Accumulated times are
+        # sampled gauges that can step back by a few ms between reads: only a large drop counts.
+        if c.records_in < o.records_in or c.records_out < o.records_out or c.busy_ms < o.busy_ms - TIME_JITTER_MS:
+            return f"counters of vertex {c.vertex_id} subtask {c.subtask} went down"
+    return None
+
+
+def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) -> pa.Table:
+    """Metrics rows (one per operator instance) for the window between two snapshots."""
+    wall_s = (current.taken_at - previous.taken_at).total_seconds()
+    if wall_s <= 0:
+        raise InputError("snapshots", f"window length {wall_s:.3f} s is not positive")
+    warmup = restart_between(previous, current) is not None
+    old = {(c.vertex_id, c.subtask): c for c in previous.counters}
+    sources = {v.id for v in current.vertices} - {down for _, down in current.edges}
+    vertices = {v.id: v for v in current.vertices}
+    rows: dict[str, list] = {c.name: [] for c in METRICS.columns}
+    for c in current.counters:
+        v = vertices[c.vertex_id]
+        o = old.get((c.vertex_id, c.subtask)) if not warmup else None
+        d_in = c.records_in - o.records_in if o else 0
+        d_out = c.records_out - o.records_out if o else 0
+        d_busy = max(c.busy_ms - o.busy_ms, 0.0) if o else 0.0
+        d_idle = max(c.idle_ms - o.idle_ms, 0.0) if o else 0.0
+        d_bp = max(c.backpressured_ms - o.backpressured_ms, 0.0) if o else 0.0
+        # The instance's window, as measured by the sample its values come from (see above).
+        # Unclipped: busy time can step back by what idle time gains (see below), the sum cannot.
+        sampled_s = (_accounted_ms(c) - _accounted_ms(o)) / 1000.0 if o else 0.0
+        window_s = sampled_s if sampled_s > 0 else wall_s
+        is_source = v.id in sources
+        if is_source:
+            unblocked_s = window_s - d_bp / 1000.0
+            true_in = 0.0
+            if c.target_rate is not None:
+                true_out = c.target_rate
+            elif unblocked_s > 0.05 * window_s:
+                true_out = d_out / unblocked_s
+            else:
+                true_out = d_out / window_s
+        else:
+            # Flink adds an idle period to the idle time only when it ends and reports busy time as
+            # the rest: for a mostly idle task it can stand still or step back over a window. Such
+            # a task is no bottleneck; its busy time counts as MIN_BUSY_MS (a very large capacity).
+            busy_s = max(d_busy, MIN_BUSY_MS) / 1000.0
+            true_in, true_out = d_in / busy_s, d_out / busy_s
+        row = {
+            "job": job,
+            "epoch": epoch,
+            "epoch_block": epoch_block(epoch),
+            "operator_id": v.id,
+            "operator_name": v.name,
+            "instance": c.subtask + 1,
+            "parallelism": v.parallelism,
+            "max_parallelism": v.max_parallelism if v.max_parallelism > 0 else None,
+            "is_source": is_source,
+            "window_start": previous.taken_at,
+            "window_end": current.taken_at,
+            "records_in": d_in,
+            "records_out": d_out,
+            "busy_ms": d_busy,
+            "idle_ms": d_idle,
+            "backpressured_ms": d_bp,
+            "true_processing_rate": true_in,
+            "true_output_rate": true_out,
+            "observed_processing_rate": 0.0 if is_source else d_in / window_s,
+            "observed_output_rate": d_out / window_s,
+            "warmup": warmup,
+            "source_format": "flink-rest",
+        }
+        for key, value in row.items():
+            rows[key].append(value)
+    return pa.table(rows, schema=METRICS.arrow_schema())
+
+
+def save_snapshot(snapshot: Snapshot, path: Path) -> None:
+    """Write atomically (a crash leaves the previous boundary, never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(snapshot.to_json())
+    tmp.replace(path)
+
+
+def load_snapshot(path: Path) -> Snapshot | None:
+    if not path.exists():
+        return None
+    return Snapshot.from_json(path.read_text(), source=str(path))

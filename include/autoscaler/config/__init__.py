@@ -1,0 +1,1 @@
+"""Configuration: the registered jobs (``jobs.py``) and every option with its default (``options.py``)."""

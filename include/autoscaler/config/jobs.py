@@ -1,0 +1,330 @@
+"""Registered Flink jobs: the versioned configuration the DAG factory builds one DAG per job from.
+
+The file (``include/jobs.yaml`` unless ``DS2_JOBS_CONFIG`` names another) is read and checked
+here, without Airflow, so a bad entry fails the DAG file's import with a message naming the
+file, the job and the field -- e.g. ``include/jobs.yaml: job 'wordcount': policy.factor: must be a
+number >= 0, got -1`` -- instead of a traceback from deep inside the scheduler.
+
+Relative paths (the jar, the savepoint folder) are relative to the project root; runtime data
+(metrics store, journals, Data Docs) lives under ``DS2_DATA_DIR`` (default ``<root>/data``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autoscaler.config import options as opt
+from autoscaler.config.fields import Fields
+from autoscaler.config.options import PolicyOptions
+from autoscaler.errors import InputError
+from autoscaler.flink.deployment import JobDeployment
+from autoscaler.store.parquet import validate_job_name
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_CONFIG = PROJECT_ROOT / "include" / "jobs.yaml"
+_DEFAULT_START = datetime.fromisoformat(opt.START_DATE.default).replace(tzinfo=UTC)
+
+
+def config_path() -> Path:
+    return Path(os.environ.get("DS2_JOBS_CONFIG") or DEFAULT_CONFIG)
+
+
+def data_dir() -> Path:
+    """Runtime data: metrics/decisions/actions store, journals, Data Docs, demo output."""
+    return Path(os.environ.get("DS2_DATA_DIR") or PROJECT_ROOT / "data").resolve()
+
+
+@dataclass(frozen=True)
+class Stability:
+    """What a DS2 proposal must get past before it is acted on (see :mod:`autoscaler.decide.rules`)."""
+
+    warmup_epochs: int = opt.WARMUP_EPOCHS.default
+    activation_epochs: int = opt.ACTIVATION_EPOCHS.default
+    ignore_scale_down_by: int = opt.IGNORE_SCALE_DOWN_BY.default
+    cooldown: timedelta = opt.COOLDOWN.default
+    max_scale_down_step: int | None = opt.MAX_SCALE_DOWN_STEP.default
+
+    @property
+    def cooldown_s(self) -> float:
+        return self.cooldown.total_seconds()
+
+
+@dataclass(frozen=True)
+class Approval:
+    required: bool = opt.APPROVAL_REQUIRED.default
+    approvers: tuple[str, ...] = opt.APPROVERS.default
+    timeout: timedelta | None = opt.APPROVAL_TIMEOUT.default  # None waits forever
+    on_timeout: str = opt.ON_TIMEOUT.default
+
+    @property
+    def timeout_answer(self) -> str:
+        return "Approve" if self.on_timeout == "approve" else "Reject"
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """One registered Flink job and how to scale it."""
+
+    name: str
+    flink_job_name: str
+    deployment: JobDeployment
+    flink_conn_id: str = opt.FLINK_CONN_ID.default
+    spark_conn_id: str = opt.SPARK_CONN_ID.default
+    mechanism: str = opt.MECHANISM.default
+    interval: timedelta = opt.POLICY_INTERVAL.default
+    start_date: datetime = _DEFAULT_START
+    policy: PolicyOptions = field(default_factory=PolicyOptions)
+    stability: Stability = field(default_factory=Stability)
+    approval: Approval = field(default_factory=Approval)
+    validation: Mapping[str, Any] = field(default_factory=dict)
+    short_window: timedelta = opt.SHORT_WINDOW.default
+    source_rate_metric: str | None = opt.SOURCE_RATE_METRIC.default
+    savepoint_timeout: timedelta = opt.SAVEPOINT_TIMEOUT.default
+    start_timeout: timedelta = opt.START_TIMEOUT.default
+    tags: tuple[str, ...] = opt.TAGS.default
+
+    @property
+    def dag_id(self) -> str:
+        return f"ds2_{self.name.replace('-', '_')}"
+
+    @property
+    def what_if_dag_id(self) -> str:
+        return f"{self.dag_id}_what_if"
+
+    @property
+    def pool(self) -> str:
+        """One slot per job: two rescales (or policy runs) of the same job never overlap."""
+        return f"ds2_{self.name}"
+
+    @property
+    def interval_s(self) -> float:
+        return self.interval.total_seconds()
+
+    def epoch_of(self, interval_end: datetime) -> int:
+        """The last whole epoch ended at or before ``interval_end``: epoch n covers [n*I, (n+1)*I) since 1970.
+
+        Absolute numbering keeps epochs stable across DAG edits, re-runs and backfills, and
+        makes epoch ``n - 1`` the interval right before ``n`` (collection diffs against it).
+        """
+        return math.floor(interval_end.timestamp() / self.interval_s + 1e-6) - 1
+
+    @property
+    def lateness_s(self) -> float:
+        """How late (s) a window may start or end against its epoch's interval (validation freshness).
+
+        Default: one policy interval, at least 30 s. With ``max_active_runs=1`` a run queues
+        behind a long one (a rescale, an approval) and measures late by up to about an interval:
+        that is a late measurement, not bad data.
+        """
+        return float(self.validation.get("lateness_s", max(opt.LATENESS_FLOOR_S, self.interval_s)))
+
+    @property
+    def max_boundary_age_s(self) -> float:
+        """How old the previous epoch's boundary snapshot may be to start this epoch's window.
+
+        Older (the DAG was paused, runs queued) and the window would start before the epoch's
+        interval by more than validation tolerates: a short window is measured instead.
+        """
+        return self.interval_s + self.lateness_s
+
+    def epoch_start(self, epoch: int) -> datetime:
+        return datetime.fromtimestamp(epoch * self.interval_s, tz=UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading and checking
+
+
+_POLICY = (opt.FACTOR, opt.THRESHOLD, opt.MIN_PARALLELISM, opt.MAX_PARALLELISM, opt.JOB_MAX_PARALLELISM, opt.ALIGN_TO_KEY_GROUPS)
+_STABILITY = (opt.WARMUP_EPOCHS, opt.ACTIVATION_EPOCHS, opt.IGNORE_SCALE_DOWN_BY, opt.COOLDOWN, opt.MAX_SCALE_DOWN_STEP)
+
+
+def _path(value: str) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def _savepoint_dir(value: str) -> str:
+    """A URI (file://, s3://, ...) as given; a path made absolute against the project root."""
+    return value if "://" in value else str(_path(value))
+
+
+def _policy(f: Fields) -> tuple[PolicyOptions, Stability]:
+    values = {o.name: f.option(o) for o in _POLICY}
+    try:
+        options = PolicyOptions(**values)
+    except InputError as exc:
+        raise f.error(exc.source.lstrip("-").replace("-", "_"), exc.problem) from None
+    stability = Stability(**{o.name: f.option(o) for o in _STABILITY})
+    f.done()
+    return options, stability
+
+
+def _approval(f: Fields) -> Approval:
+    timeout = f.get(opt.APPROVAL_TIMEOUT.name)
+    approval = Approval(
+        required=f.option(opt.APPROVAL_REQUIRED),
+        approvers=f.option(opt.APPROVERS),
+        timeout=None if timeout in ("none", "never") else f.option(opt.APPROVAL_TIMEOUT),
+        on_timeout=f.option(opt.ON_TIMEOUT),
+    )
+    f.done()
+    return approval
+
+
+def _job(entry: Any, index: int, source: str) -> JobConfig:
+    name = entry.get("name") if isinstance(entry, Mapping) else None
+    where = f"{source}: job {name!r}" if isinstance(name, str) else f"{source}: jobs[{index}]"
+    f = Fields(entry, where)
+    name = f.text("name", required=True)
+    try:
+        validate_job_name(name)
+    except InputError as exc:
+        raise f.error("name", exc.problem) from None
+    flink_job_name = f.text("flink_job_name", required=True)
+    mechanism = f.option(opt.MECHANISM)
+    jar = f.text("jar")
+    jar_id = f.text("jar_id")
+    try:
+        deployment = JobDeployment(
+            job_name=flink_job_name,
+            savepoint_dir=_savepoint_dir(f.text("savepoint_dir", str(data_dir() / "savepoints"))),
+            parallelism_args=f.mapping("parallelism_args"),
+            base_args=f.strings("base_args"),
+            jar_path=_path(jar) if jar else None,
+            jar_id=jar_id,
+            entry_class=f.text("entry_class"),
+            allow_non_restored_state=f.boolean("allow_non_restored_state", False),
+        )
+    except InputError as exc:
+        raise InputError(where, f"deployment: {exc.problem}") from None
+    interval = f.option(opt.POLICY_INTERVAL)
+    if 86400 % interval.total_seconds() and interval.total_seconds() % 86400:
+        raise f.error("policy_interval", f"{interval} must divide a day (or be whole days) so epochs align to the clock")
+    start = f.get(opt.START_DATE.name, opt.START_DATE.default)
+    try:
+        start_date = start if isinstance(start, datetime) else datetime.fromisoformat(str(start))
+    except ValueError:
+        raise f.error("start_date", f"expected an ISO date like 2026-01-01, got {start!r}") from None
+    start_date = start_date if start_date.tzinfo else start_date.replace(tzinfo=UTC)
+    options, stability = _policy(Fields(f.get("policy"), where, "policy."))
+    approval = _approval(Fields(f.get("approval"), where, "approval."))
+    collect = Fields(f.get("collect"), where, "collect.")
+    short_window = collect.option(opt.SHORT_WINDOW)
+    source_rate_metric = collect.option(opt.SOURCE_RATE_METRIC)
+    collect.done()
+    if short_window >= interval:
+        raise InputError(where, f"collect.short_window: {short_window} must be shorter than policy_interval {interval}")
+    validation = f.mapping("validation")
+    config = JobConfig(
+        name=name,
+        flink_job_name=flink_job_name,
+        deployment=deployment,
+        flink_conn_id=f.option(opt.FLINK_CONN_ID),
+        spark_conn_id=f.option(opt.SPARK_CONN_ID),
+        mechanism=mechanism,
+        interval=interval,
+        start_date=start_date,
+        policy=options,
+        stability=stability,
+        approval=approval,
+        validation=validation,
+        short_window=short_window,
+        source_rate_metric=source_rate_metric,
+        savepoint_timeout=f.option(opt.SAVEPOINT_TIMEOUT),
+        start_timeout=f.option(opt.START_TIMEOUT),
+        tags=f.option(opt.TAGS),
+    )
+    f.done()
+    _check_validation(config, where)
+    return config
+
+
+def _check_validation(config: JobConfig, where: str) -> None:
+    """Validation settings are checked against ValidationConfig now, not at the first epoch."""
+    from autoscaler.topology import Operator, Topology
+    from autoscaler.validate.config import ValidationConfig
+
+    placeholder = Topology.from_edges([Operator("src", "src", 1, True)], [])
+    try:
+        ValidationConfig.from_mapping(placeholder, config.validation, source="validation")
+    except InputError as exc:
+        raise InputError(where, f"{exc.source}: {exc.problem}") from None
+
+
+def parse_jobs_each(data: Any, source: str) -> tuple[list[JobConfig], list[InputError]]:
+    """The good jobs and one error per bad entry: a bad entry costs only itself."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("jobs"), list):
+        raise InputError(source, "expected a mapping with a 'jobs' list")
+    unknown = sorted(set(data) - {"jobs", "version"})
+    if unknown:
+        raise InputError(source, f"unknown top-level field {unknown[0]!r} (known: jobs, version)")
+    jobs: list[JobConfig] = []
+    errors: list[InputError] = []
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(data["jobs"]):
+        try:
+            job = _job(entry, i, source)
+        except InputError as exc:
+            errors.append(exc)
+            continue
+        clash = next((seen[key] for key in (job.name, job.dag_id) if key in seen), None)
+        if clash is not None:
+            errors.append(InputError(f"{source}: job {job.name!r}", f"name: clashes with job {clash!r} (same name or DAG id)"))
+            continue
+        seen[job.name] = seen[job.dag_id] = job.name
+        jobs.append(job)
+    return jobs, errors
+
+
+def parse_jobs(data: Any, source: str) -> list[JobConfig]:
+    jobs, errors = parse_jobs_each(data, source)
+    if errors:
+        raise errors[0]
+    return jobs
+
+
+def _read_config(path: str | Path | None) -> tuple[Any, str]:
+    path = Path(path) if path else config_path()
+    try:
+        rel = path.resolve().relative_to(PROJECT_ROOT)
+    except ValueError:
+        rel = path
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(str(rel), f"cannot read the jobs config: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(str(rel), f"not valid YAML: {getattr(exc, 'problem', exc)}", mark.line + 1 if mark else None) from None
+    return data, str(rel)
+
+
+def load_jobs(path: str | Path | None = None) -> list[JobConfig]:
+    """Read and check the jobs config; every problem raises :class:`InputError` naming job and field."""
+    return parse_jobs(*_read_config(path))
+
+
+def load_jobs_each(path: str | Path | None = None) -> tuple[list[JobConfig], list[InputError]]:
+    """Read the jobs config keeping the good entries: ``(jobs, errors)``, an error per bad entry.
+
+    A file that cannot be read or parsed at all still raises.
+    """
+    return parse_jobs_each(*_read_config(path))
+
+
+def find_job(name: str, path: str | Path | None = None) -> JobConfig:
+    for job in load_jobs(path):
+        if job.name == name:
+            return job
+    raise InputError(str(path or config_path()), f"no job named {name!r}")

@@ -1,0 +1,222 @@
+"""Every option of a registered job, in one place: its key in the jobs config, its default and meaning.
+
+As in the Flink autoscaler's options class, an option is declared once here; the jobs-config
+reader (:mod:`autoscaler.config.jobs`), the policy's :class:`PolicyOptions`, the rescale core,
+the DAG's what-if params and the Spark job all take their defaults from these declarations.
+``python -m autoscaler.config.options`` prints them as the table in ``docs/options.md``.
+
+The validation thresholds are a group of their own (``validation.*``): they are declared, with
+their defaults and meanings, by :class:`autoscaler.validate.config.ValidationConfig`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from autoscaler.errors import InputError
+from autoscaler.topology import Topology
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: where it is set, its type, its default and what it means."""
+
+    key: str  # dotted key in a job's entry of the jobs config, e.g. "policy.factor"
+    kind: str  # number | integer | duration | boolean | choice | text | strings | bounds | connection | date
+    default: Any
+    meaning: str
+    minimum: float | None = None  # numbers and integers; seconds for durations
+    choices: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The key's last part: the field name in its section and in the dataclasses below."""
+        return self.key.rsplit(".", 1)[-1]
+
+    @property
+    def default_text(self) -> str:
+        if isinstance(self.default, timedelta):
+            seconds = self.default.total_seconds()
+            for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+                if seconds and seconds % size == 0:
+                    return f"{seconds / size:g}{unit}"
+            return f"{seconds:g}s"
+        return "none" if self.default is None else json.dumps(self.default, default=str)
+
+
+SAVEPOINT_RESTART, IN_PLACE = "savepoint-restart", "in-place"
+TIMEOUT_ANSWERS = ("approve", "reject")
+# A window may start or end this long (at least) outside its epoch's interval: the collection
+# runs after the interval closes, late by the scheduler's delay.
+LATENESS_FLOOR_S = 30.0
+
+# -- where and how often ----------------------------------------------------------------------
+FLINK_CONN_ID = Option("flink_conn_id", "connection", "flink_default", "Airflow connection of the Flink REST API.")
+SPARK_CONN_ID = Option(
+    "spark_conn_id",
+    "connection",
+    "spark_ds2",
+    "Airflow connection of the policy engine (spark_connect, or spark for spark-submit).",
+)
+POLICY_INTERVAL = Option(
+    "policy_interval",
+    "duration",
+    timedelta(minutes=1),
+    "The epoch: how often metrics are collected and a decision made; divides a day.",
+    5,
+)
+START_DATE = Option("start_date", "date", "2026-01-01", "First interval the job's DAG schedules (ISO date, UTC).")
+TAGS = Option("tags", "strings", (), "Airflow tags of the job's DAGs.")
+# -- collect ------------------------------------------------------------------------------------
+SHORT_WINDOW = Option(
+    "collect.short_window", "duration", timedelta(seconds=20),
+    "Window measured on the spot when the previous epoch's boundary snapshot is missing or too old.", 1,
+)  # fmt: skip
+SOURCE_RATE_METRIC = Option(
+    "collect.source_rate_metric", "text", None, "Per-subtask gauge of the sources saying what rate they are asked to emit."
+)
+# -- policy -------------------------------------------------------------------------------------
+FACTOR = Option("policy.factor", "number", 0.0, "Over-provisioning factor f >= 0: decision = ceil(optimal * (1 + f)).", 0.0)
+THRESHOLD = Option(
+    "policy.threshold", "number", None,
+    "Target-rate-ratio threshold T (>= 1; none = off, as the reference): when no operator scales up and max over "
+    "sources of true/observed output r > T, every decision becomes ceil(r * decision).", 1.0,
+)  # fmt: skip
+MIN_PARALLELISM = Option(
+    "policy.min_parallelism", "bounds", {}, "Per-operator lower bound (operator id or name -> n); default 1."
+)
+MAX_PARALLELISM = Option("policy.max_parallelism", "bounds", {}, "Per-operator upper bound (operator id or name -> n).")
+JOB_MAX_PARALLELISM = Option(
+    "policy.job_max_parallelism", "integer", None,
+    "Cap for every operator (the job's max parallelism); the operator's own max parallelism also caps.", 1,
+)  # fmt: skip
+ALIGN_TO_KEY_GROUPS = Option(
+    "policy.align_to_key_groups",
+    "boolean",
+    False,
+    "Round a proposal up to a divisor of the max parallelism so key groups spread evenly.",
+)
+# -- decide -------------------------------------------------------------------------------------
+WARMUP_EPOCHS = Option(
+    "policy.warmup_epochs", "integer", 1, "Epochs after a rescale whose metrics are never acted on (the restart's transient).", 0
+)
+ACTIVATION_EPOCHS = Option(
+    "policy.activation_epochs", "integer", 1, "Decided epochs needed since the last rescale before the next one.", 1
+)
+IGNORE_SCALE_DOWN_BY = Option(
+    "policy.ignore_scale_down_by",
+    "integer",
+    1,
+    "Hysteresis: a scale-down by this many instances or fewer is ignored (reference: 1).",
+    0,
+)
+COOLDOWN = Option("policy.cooldown", "duration", timedelta(0), "Minimum time from the end of a rescale to the next one.")
+MAX_SCALE_DOWN_STEP = Option(
+    "policy.max_scale_down_step",
+    "integer",
+    None,
+    "A scale-down removes at most this many instances per rescale (none: no limit).",
+    1,
+)
+# -- approve ------------------------------------------------------------------------------------
+APPROVAL_REQUIRED = Option("approval.required", "boolean", False, "A person approves each rescale in the Airflow UI first.")
+APPROVERS = Option("approval.approvers", "strings", (), "Airflow user names allowed to answer; empty: any user with access.")
+APPROVAL_TIMEOUT = Option(
+    "approval.timeout", "duration", timedelta(hours=1), "How long an approval waits (none or never: forever).", 1
+)
+ON_TIMEOUT = Option(
+    "approval.on_timeout", "choice", "reject", "The answer applied when nobody answered in time.", choices=TIMEOUT_ANSWERS
+)
+# -- rescale ------------------------------------------------------------------------------------
+MECHANISM = Option(
+    "mechanism", "choice", SAVEPOINT_RESTART,
+    "savepoint-restart (any scheduler: new job id) or in-place (adaptive scheduler: same job id).",
+    choices=(SAVEPOINT_RESTART, IN_PLACE),
+)  # fmt: skip
+SAVEPOINT_TIMEOUT = Option(
+    "savepoint_timeout", "duration", timedelta(minutes=2),
+    "Deadline of the stop-with-savepoint; past it the job keeps running (or is restarted unchanged).", 1,
+)  # fmt: skip
+START_TIMEOUT = Option(
+    "start_timeout", "duration", timedelta(minutes=1),
+    "Deadline for all tasks RUNNING after a restart (then the rescale rolls back); the in-place deadline too.", 1,
+)  # fmt: skip
+
+OPTIONS: tuple[Option, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Option))
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """The options a policy run takes (the Spark job, the engine and the pure-Python reference)."""
+
+    factor: float = FACTOR.default
+    threshold: float | None = THRESHOLD.default
+    min_parallelism: dict[str, int] = field(default_factory=lambda: dict(MIN_PARALLELISM.default))
+    max_parallelism: dict[str, int] = field(default_factory=lambda: dict(MAX_PARALLELISM.default))
+    job_max_parallelism: int | None = JOB_MAX_PARALLELISM.default
+    align_to_key_groups: bool = ALIGN_TO_KEY_GROUPS.default
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.factor, (int, float)) and math.isfinite(self.factor) and self.factor >= 0):
+            raise InputError("--factor", f"over-provisioning factor must be a finite number >= 0, got {self.factor!r}")
+        if self.threshold is not None and not (math.isfinite(self.threshold) and self.threshold >= 1.0):
+            raise InputError("--threshold", f"target-rate-ratio threshold must be >= 1, got {self.threshold!r}")
+        for name, bounds in (("--min-parallelism", self.min_parallelism), ("--max-parallelism", self.max_parallelism)):
+            for op, value in bounds.items():
+                if not isinstance(value, int) or value < 1:
+                    raise InputError(name, f"operator {op!r}: bound must be an integer >= 1, got {value!r}")
+        for op, low in self.min_parallelism.items():
+            high = self.max_parallelism.get(op)
+            if high is not None and high < low:
+                raise InputError("--max-parallelism", f"operator {op!r}: max {high} is below min {low}")
+        if self.job_max_parallelism is not None and self.job_max_parallelism < 1:
+            raise InputError("--job-max-parallelism", f"must be >= 1, got {self.job_max_parallelism}")
+
+    def resolved(self, topology: Topology) -> PolicyOptions:
+        """The same options with operator names replaced by ids (unknown operators are errors)."""
+        return PolicyOptions(
+            factor=self.factor,
+            threshold=self.threshold,
+            min_parallelism={topology.resolve(k, "--min-parallelism"): v for k, v in self.min_parallelism.items()},
+            max_parallelism={topology.resolve(k, "--max-parallelism"): v for k, v in self.max_parallelism.items()},
+            job_max_parallelism=self.job_max_parallelism,
+            align_to_key_groups=self.align_to_key_groups,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "--options") -> PolicyOptions:
+        """The inverse of :meth:`to_json`: how the Spark job receives the options the DAG read."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
+            return cls(**data)
+        except (ValueError, TypeError) as exc:
+            raise InputError(source, f"not valid policy options: {exc}") from None
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, object, str]]:
+        """(name, default, meaning) for every policy option, from the declarations above."""
+        by_name = {o.name: o for o in OPTIONS if o.key.startswith("policy.")}
+        return [(name, by_name[name].default, by_name[name].meaning) for name in cls.__dataclass_fields__]
+
+
+def options_table() -> str:
+    """Every option as a Markdown table (``docs/options.md``)."""
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for o in OPTIONS:
+        kind = f"{o.kind} ({' or '.join(o.choices)})" if o.choices else o.kind
+        low = "" if o.minimum is None else f", min {o.minimum:g}{' s' if o.kind == 'duration' else ''}"
+        lines.append(f"| `{o.key}` | {kind}{low} | `{o.default_text}` | {o.meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(options_table(), end="")

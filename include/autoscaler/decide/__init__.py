@@ -1,0 +1,1 @@
+"""Decide: whether a policy's proposal is worth acting on (``rules.py``)."""

@@ -1,0 +1,273 @@
+"""Whether a DS2 proposal is worth acting on: the rules between the policy and a rescale.
+
+DS2 computes the parallelism an epoch's rates need; acting on every such number would restart
+the job on noise. A proposal becomes a rescale only when it passes, in this order:
+
+1. the epoch is decidable (validated, not a warm-up window) and every operator's metrics are complete;
+2. warm-up: the first ``warmup_epochs`` epochs after a rescale carry the restart's transient;
+3. activation: at least ``activation_epochs`` decided epochs since the last rescale;
+4. cooldown: at least ``cooldown`` since the last rescale ended;
+5. per operator: bounds (min/max parallelism), hysteresis (a scale-down by ``ignore_scale_down_by``
+   instances or fewer is ignored, as the reference ignores one of exactly 1), the maximum scale-down step;
+6. capacity: the new job must fit the cluster's task slots (free slots plus the slots the job
+   itself holds, which a restart releases); a proposal that does not fit is reduced, or blocked
+   when nothing would change.
+
+The outcome is a :class:`ScalingPlan`: ``rescale`` with a target per operator, or ``noop`` with
+the reason. Pure Python: the Airflow decide task only gathers the inputs and branches on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from autoscaler.config.jobs import JobConfig
+
+RESCALE = "rescale"
+NOOP = "noop"
+
+
+@dataclass(frozen=True)
+class LastRescale:
+    epoch: int
+    finished_at: datetime | None
+
+
+@dataclass
+class OperatorPlan:
+    operator_id: str
+    operator_name: str
+    is_source: bool
+    current: int
+    proposed: int  # DS2's proposal (after the policy's factor, threshold, bounds and alignment)
+    final: int  # what will be applied
+    input_rate: float | None
+    capacity_per_instance: float | None
+    reason: str  # DS2's reason
+    notes: list[str] = field(default_factory=list)  # what the rules here changed, and why
+
+    @property
+    def changes(self) -> bool:
+        return self.final != self.current
+
+
+@dataclass
+class ScalingPlan:
+    job: str
+    epoch: int
+    action: str  # rescale or noop
+    summary: str
+    operators: list[OperatorPlan]
+    validation: str | None = None  # the validation verdict / Data Docs page, for the approval body
+
+    @property
+    def target(self) -> dict[str, int]:
+        """Operator name -> new parallelism, for the operators that change."""
+        return {op.operator_name: op.final for op in self.operators if op.changes}
+
+    @property
+    def current(self) -> dict[str, int]:
+        return {op.operator_name: op.current for op in self.operators}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["target"] = self.target
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScalingPlan:
+        ops = [OperatorPlan(**op) for op in data["operators"]]
+        return cls(data["job"], data["epoch"], data["action"], data["summary"], ops, data.get("validation"))
+
+    def markdown(self) -> str:
+        """The decision as a Markdown table (the approval form's body)."""
+        lines = [
+            f"**{self.job}**, epoch {self.epoch}: {self.summary}",
+            "",
+            "| Operator | Parallelism | Input rate (rec/s) | Capacity per instance (rec/s) | Reason |",
+            "|---|---|---|---|---|",
+        ]
+        for op in self.operators:
+            arrow = f"{op.current} → **{op.final}**" if op.changes else f"{op.current}"
+            if op.proposed != op.final:
+                arrow += f" (DS2: {op.proposed})"
+            why = "; ".join([op.reason, *op.notes]).replace("|", "\\|")
+            lines.append(f"| {op.operator_name} | {arrow} | {_rate(op.input_rate)} | {_rate(op.capacity_per_instance)} | {why} |")
+        if self.validation:
+            lines += ["", f"Validation: {self.validation}"]
+        return "\n".join(lines)
+
+    def log_lines(self) -> list[str]:
+        out = [f"{self.job} epoch {self.epoch}: {self.action}: {self.summary}"]
+        for op in self.operators:
+            notes = f" [{'; '.join(op.notes)}]" if op.notes else ""
+            out.append(f"  {op.operator_name}: {op.current} -> {op.final} (DS2 {op.proposed}){notes}")
+        return out
+
+
+def _rate(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return "∞" if math.isinf(value) else f"{value:,.0f}"
+
+
+def _bound(bounds: Mapping[str, int], op: OperatorPlan) -> int | None:
+    return bounds.get(op.operator_name, bounds.get(op.operator_id))
+
+
+def _operators(decisions: Iterable[Mapping[str, Any]]) -> list[OperatorPlan]:
+    ops = []
+    for d in decisions:
+        ops.append(
+            OperatorPlan(
+                operator_id=d["operator_id"],
+                operator_name=d["operator_name"],
+                is_source=bool(d["is_source"]),
+                current=int(d["current_parallelism"]),
+                proposed=int(d["target_parallelism"]) if not d["is_source"] else int(d["current_parallelism"]),
+                final=int(d["current_parallelism"]),
+                input_rate=_float(d.get("target_input_rate")),
+                capacity_per_instance=_float(d.get("capacity_per_instance")),
+                reason=str(d.get("reason") or ""),
+            )
+        )
+    return sorted(ops, key=lambda op: (not op.is_source, op.operator_name))
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _noop(job: str, epoch: int, ops: list[OperatorPlan], summary: str, validation: str | None) -> ScalingPlan:
+    for op in ops:
+        op.final = op.current
+    return ScalingPlan(job, epoch, NOOP, summary, ops, validation)
+
+
+def decide(
+    job: JobConfig,
+    epoch: int,
+    decisions: Sequence[Mapping[str, Any]],
+    *,
+    decidable: bool = True,
+    not_decidable_reason: str = "",
+    last_rescale: LastRescale | None = None,
+    decided_epochs_since_rescale: int = 0,
+    free_slots: int | None = None,
+    now: datetime | None = None,
+    validation: str | None = None,
+) -> ScalingPlan:
+    """Apply the stability, bound and capacity rules to one epoch's DS2 decisions.
+
+    ``decided_epochs_since_rescale`` counts the epochs after ``last_rescale`` (this one
+    included) whose decisions were complete; ``free_slots`` is the cluster's available task
+    slots (None skips the capacity check).
+    """
+    ops = _operators(decisions)
+    name = job.name
+    if not ops:
+        why = f"epoch not decidable: {not_decidable_reason}" if not decidable and not_decidable_reason else ""
+        return _noop(name, epoch, ops, why or f"no decision was computed for epoch {epoch}", validation)
+    if not decidable:
+        return _noop(name, epoch, ops, f"epoch not decidable: {not_decidable_reason or 'see the validation'}", validation)
+    incomplete = sorted({d["operator_name"] for d in decisions if d["status"] != "ok"})
+    if incomplete:
+        statuses = sorted({d["status"] for d in decisions if d["status"] != "ok"})
+        return _noop(name, epoch, ops, f"metrics {'/'.join(statuses)} for {', '.join(incomplete)}: no change", validation)
+
+    for op in ops:
+        _operator_rules(job, op)
+    if not any(op.changes for op in ops):
+        held = [op for op in ops if op.proposed != op.current]
+        summary = (
+            "DS2 proposes no change"
+            if not held
+            else "no change after the rules: " + "; ".join(f"{op.operator_name} {'; '.join(op.notes)}" for op in held)
+        )
+        return _noop(name, epoch, ops, summary, validation)
+
+    hold = _stability_hold(job, epoch, last_rescale, decided_epochs_since_rescale, now)
+    if hold:
+        proposal = ", ".join(f"{op.operator_name} {op.current}→{op.final}" for op in ops if op.changes)
+        return _noop(name, epoch, ops, f"{hold} (held: {proposal})", validation)
+
+    capacity_note = _fit_slots(ops, free_slots)
+    if not any(op.changes for op in ops):
+        return _noop(name, epoch, ops, f"blocked: {capacity_note}", validation)
+    summary = "rescale " + ", ".join(f"{op.operator_name} {op.current}→{op.final}" for op in ops if op.changes)
+    if capacity_note:
+        summary += f" (reduced: {capacity_note})"
+    return ScalingPlan(name, epoch, RESCALE, summary, ops, validation)
+
+
+def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decided: int, now: datetime | None) -> str | None:
+    """Why warm-up, activation or cooldown hold a proposal back now (None: they let it pass)."""
+    st = job.stability
+    if last is None:
+        return f"activation: {decided} of {st.activation_epochs} decided epochs" if decided < st.activation_epochs else None
+    since = epoch - last.epoch
+    if since <= st.warmup_epochs:
+        return f"warm-up: epoch {since} of {st.warmup_epochs} after the rescale at epoch {last.epoch}"
+    if decided < st.activation_epochs:
+        return f"activation: {decided} of {st.activation_epochs} decided epochs since the rescale at epoch {last.epoch}"
+    if st.cooldown_s and last.finished_at is not None and now is not None:
+        elapsed = (now - last.finished_at).total_seconds()
+        if elapsed < st.cooldown_s:
+            return f"cooldown: {elapsed:.0f} s of {st.cooldown_s:.0f} s since the last rescale"
+    return None
+
+
+def _operator_rules(job: JobConfig, op: OperatorPlan) -> None:
+    """Bounds, hysteresis and the scale-down step for one operator (sources never change)."""
+    if op.is_source:
+        op.final = op.current
+        return
+    st, options = job.stability, job.policy
+    final = op.proposed
+    low, high = _bound(options.min_parallelism, op), _bound(options.max_parallelism, op)
+    if low is not None and final < low:
+        op.notes.append(f"raised to the minimum {low}")
+        final = low
+    if high is not None and final > high:
+        op.notes.append(f"capped at the maximum {high}")
+        final = high
+    if final < op.current:
+        drop = op.current - final
+        if drop <= st.ignore_scale_down_by:
+            why = f"hysteresis: ignore_scale_down_by={st.ignore_scale_down_by}"
+            op.notes.append(f"scale-down by {drop} ignored ({why})")
+            final = op.current
+        elif st.max_scale_down_step is not None and drop > st.max_scale_down_step:
+            op.notes.append(f"scale-down limited to {st.max_scale_down_step} instances per step (DS2 wants {final})")
+            final = op.current - st.max_scale_down_step
+    op.final = final
+
+
+def _fit_slots(ops: list[OperatorPlan], free_slots: int | None) -> str:
+    """Reduce targets to the slots a restart can get; returns what was done, in words ('' = fits).
+
+    All operators share one slot-sharing group (Flink's default), so a job needs as many slots as
+    its largest operator's parallelism, and a rescale frees the slots the job holds now.
+    """
+    if free_slots is None:
+        return ""
+    held = max(op.current for op in ops)
+    available = free_slots + held
+    needed = max(op.final for op in ops)
+    if needed <= available:
+        return ""
+    note = f"{needed} task slots needed, {available} available ({free_slots} free + {held} held by the job)"
+    for op in ops:
+        if op.final > available:
+            op.notes.append(f"reduced {op.final}→{available}: {note}")
+            op.final = available  # >= op.current: the job's own slots are part of ``available``
+    return note
+
+
+def plan_json(plan: ScalingPlan) -> str:
+    return json.dumps(plan.to_dict(), sort_keys=True, default=str)

@@ -1,0 +1,130 @@
+"""The warm Spark engine: a client session on a Spark Connect server, its health check and warm-up.
+
+    python -m autoscaler.policy.spark.engine ping sc://127.0.0.1:15002      exit 0 when a query answers
+    python -m autoscaler.policy.spark.engine warm-up sc://127.0.0.1:15002   one DS2 policy run on the
+                                                                        bundled wordcount example
+
+``scripts/spark.sh`` starts the server and calls both. A server that does not answer is reported in
+one line naming the address (and the Airflow connection, when the caller names it), quickly: the
+Connect client itself would retry for minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+# Runtime SQL settings of every client session (the server's static ones are in
+# conf/spark/connect-server.conf): the same as policy_session() gives a spark-submit run.
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": os.environ.get("DS2_SHUFFLE_PARTITIONS", "8"),
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.parquet.compression.codec": "snappy",
+}
+EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "ds2-wordcount"
+_URL = re.compile(r"sc://(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})(?:/(?:;[^\s]*)?)?")
+
+
+class EngineUnavailable(RuntimeError):
+    """The Spark Connect server does not answer."""
+
+
+def address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of a Connect URL (``sc://host:port[/;params]``); ValueError when malformed."""
+    match = _URL.fullmatch(url)
+    if not match:
+        raise ValueError(f"not a Spark Connect URL (sc://host:port): {redact(url)!r}")
+    return match["host"].strip("[]"), int(match["port"])
+
+
+def redact(url: str) -> str:
+    """The URL without its token or user parameters (they are secrets)."""
+    return re.sub(r"(;(?:token|user_id)=)[^;]*", r"\1***", url)
+
+
+def check_reachable(url: str, timeout_s: float = 3.0, what: str = "") -> None:
+    """Fail at once with one line when nothing accepts connections at the URL's address."""
+    host, port = address(url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return
+    except OSError as exc:
+        named = f" (connection {what})" if what else ""
+        raise EngineUnavailable(
+            f"the Spark Connect server{named} at {host}:{port} does not answer: {exc.strerror or exc}; "
+            "start it with 'scripts/spark.sh up' or fix the connection"
+        ) from None
+
+
+def connect(url: str, what: str = "") -> SparkSession:
+    """A client session on the server at ``url``, with the policy's session settings."""
+    check_reachable(url, what=what)
+    # Note: this switches pyspark.sql.functions to Connect for the whole process (pyspark decides
+    # per process), so a process holds either a Connect session or a classic one, never both.
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in SESSION_CONF.items():
+        spark.conf.set(key, value)
+    return spark
+
+
+def ping(url: str) -> None:
+    spark = connect(url)
+    try:
+        spark.range(1).collect()
+    finally:
+        spark.stop()
+
+
+def warm_up(url: str) -> float:
+    """One policy run on the bundled example through the live code path; its seconds."""
+    from autoscaler.collect.ds2_files import read_rates_log, records_to_metrics
+    from autoscaler.config.options import PolicyOptions
+    from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
+    from autoscaler.store import parquet as store
+    from autoscaler.store.schemas import METRICS
+    from autoscaler.topology import read_topology_csv
+
+    topology_csv = EXAMPLE / "flink_wordcount_topology.csv"
+    topology = read_topology_csv(topology_csv)
+    metrics = records_to_metrics(read_rates_log(EXAMPLE / "flink_rates.log", topology), topology, "warmup", "ds2-rates-log")
+    work = Path(tempfile.mkdtemp(prefix="ds2-warmup-"))
+    spark = connect(url)
+    try:
+        store.write_epochs(work, METRICS, "warmup", metrics)
+        epochs = metrics.column("epoch").to_pylist()
+        run = StoreRun(str(work), "warmup", min(epochs), max(epochs), "what-if", "warm-up", str(topology_csv), PolicyOptions())
+        t0 = time.monotonic()
+        decide_stored_epochs(spark, run, topology)
+        return time.monotonic() - t0
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("ping", "warm-up"):
+        print("usage: python -m autoscaler.policy.spark.engine ping|warm-up sc://HOST:PORT", file=sys.stderr)
+        return 2
+    command, url = argv
+    try:
+        if command == "ping":
+            ping(url)
+        else:
+            print(f"warm-up policy run: {warm_up(url):.1f} s")
+    except (EngineUnavailable, ValueError) as exc:
+        print(f"engine: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

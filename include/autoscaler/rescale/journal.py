@@ -1,0 +1,111 @@
+"""The journal of one rescale action: every step is written (atomically, fsynced) before and after
+its side effect, so a retry with the same action id resumes where a crashed attempt stopped.
+
+Also the clock marks it keeps: a monotonic time that a later attempt (another process, the same
+boot) can still measure from.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from autoscaler.errors import InputError
+
+JOURNAL_VERSION = 1
+ACTION_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+=@-]{0,199}$")
+
+
+@dataclass
+class Journal:
+    """The action's journal file; ``data`` is None until the first write."""
+
+    path: Path
+    data: dict[str, Any] | None = None
+
+    def save(self) -> None:
+        """Atomic: write a temp file, fsync, rename over the journal (a crash leaves old or new)."""
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with tmp.open("w", encoding="utf-8") as handle:
+            json.dump(self.data, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def expect(self, mechanism: str, job_name: str, target: Mapping[str, int]) -> None:
+        """A retry must ask for the same thing as the attempt it resumes."""
+        assert self.data is not None
+        recorded = (self.data.get("mechanism"), self.data.get("job_name"), self.data.get("target"))
+        if recorded != (mechanism, job_name, dict(target)):
+            raise InputError(
+                str(self.path),
+                f"action {self.data.get('action_id')!r} was journaled as {recorded[0]} of {recorded[1]!r} to "
+                f"{recorded[2]}, not {mechanism} of {job_name!r} to {dict(target)}: use a new action id",
+            )
+
+
+@contextmanager
+def open_journal(journal_dir: str | Path, action_id: str) -> Iterator[Journal]:
+    """Open (and lock) the journal of ``action_id``: two attempts of one action never run at once."""
+    if not isinstance(action_id, str) or not ACTION_ID.match(action_id) or ".." in action_id:
+        raise InputError(
+            "action id", f"{action_id!r} must be 1-200 characters of letters, digits and _ . : + = @ - (it names a file)"
+        )
+    directory = Path(journal_dir)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(str(directory), f"cannot create the rescale journal folder: {exc.strerror}") from None
+    path = directory / f"{action_id}.json"
+    with (directory / f".{action_id}.lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError("action id", f"another attempt of action {action_id!r} is still running") from None
+        data = None
+        if path.exists():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise InputError(str(path), f"the rescale journal is not valid JSON ({exc}): inspect it by hand") from None
+            if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
+                raise InputError(str(path), f"not a version-{JOURNAL_VERSION} rescale journal")
+        yield Journal(path, data)
+
+
+def boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def time_mark() -> dict[str, Any]:
+    """A point in time a later attempt (another process) can still measure from."""
+    return {"mono": time.monotonic(), "wall": time.time(), "boot": boot_id()}
+
+
+def seconds_since(mark: Mapping[str, Any], mono_end: float | None = None) -> float:
+    """Seconds from ``mark`` to ``mono_end`` (default now): monotonic on the same boot, else wall clock."""
+    end = time.monotonic() if mono_end is None else mono_end
+    if mark.get("boot") is not None and mark.get("boot") == boot_id():
+        return max(0.0, end - float(mark["mono"]))
+    return max(0.0, time.time() - (time.monotonic() - end) - float(mark["wall"]))
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

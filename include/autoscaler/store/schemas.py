@@ -1,0 +1,175 @@
+"""The data contracts: the metrics, decisions and actions tables, each defined once.
+
+Every engine derives its schema from here: pyarrow (collection, the store) via
+:meth:`Table.arrow_schema`, Spark via :meth:`Table.spark_ddl`. Tables are partitioned by
+``job`` and ``epoch_block`` (see :mod:`autoscaler.store.parquet` for why blocks of epochs rather than
+one directory per epoch); partition columns live in the directory names, not in the files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+_ARROW_TYPES = {
+    "string": pa.string(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+}
+_SPARK_TYPES = {
+    "string": "STRING",
+    "int": "INT",
+    "long": "BIGINT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "timestamp": "TIMESTAMP",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # one of _ARROW_TYPES
+    nullable: bool
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    partition_by: tuple[str, ...] = ("job", "epoch_block")
+    doc: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def data_columns(self) -> list[Column]:
+        """Columns stored inside the Parquet files (everything but the partition columns)."""
+        return [c for c in self.columns if c.name not in self.partition_by]
+
+    def arrow_schema(self, with_partitions: bool = True) -> pa.Schema:
+        cols = self.columns if with_partitions else self.data_columns
+        return pa.schema([pa.field(c.name, _ARROW_TYPES[c.type], nullable=c.nullable) for c in cols])
+
+    def spark_types(self) -> list[tuple[str, str]]:
+        """(column, Spark SQL type) in table order, partition columns included."""
+        return [(c.name, _SPARK_TYPES[c.type]) for c in self.columns]
+
+    def spark_ddl(self, with_partitions: bool = True) -> str:
+        cols = self.columns if with_partitions else self.data_columns
+        return ", ".join(f"`{c.name}` {_SPARK_TYPES[c.type]}{'' if c.nullable else ' NOT NULL'}" for c in cols)
+
+
+_KEYS = (
+    Column("job", "string", False, "Registered job name (partition)."),
+    Column("epoch", "long", False, "Policy interval number; for DS2 files the k-th window of every instance."),
+    Column("epoch_block", "long", False, "epoch // EPOCH_BLOCK_SIZE (partition, derived)."),
+)
+
+METRICS = Table(
+    "metrics",
+    _KEYS
+    + (
+        Column("operator_id", "string", False, "Operator (Flink job vertex) id."),
+        Column("operator_name", "string", False, "Operator name as shown by the engine."),
+        Column("instance", "int", False, "1-based instance (subtask) number."),
+        Column("parallelism", "int", False, "Instances of the operator while the window was measured."),
+        Column("max_parallelism", "int", True, "Operator max parallelism (key groups), when known."),
+        Column("is_source", "boolean", False, "True for operators without inputs."),
+        Column("window_start", "timestamp", False, "Window start (UTC; DS2 logs: their monotonic clock)."),
+        Column("window_end", "timestamp", True, "Window end, when known."),
+        Column("records_in", "long", True, "Records received in the window."),
+        Column("records_out", "long", True, "Records emitted in the window."),
+        Column("busy_ms", "double", True, "Busy (useful) time in the window, ms."),
+        Column("idle_ms", "double", True, "Idle time in the window, ms."),
+        Column("backpressured_ms", "double", True, "Back-pressured time in the window, ms."),
+        Column("true_processing_rate", "double", False, "Records in per second of useful time."),
+        Column("true_output_rate", "double", False, "Records out per second of useful time."),
+        Column("observed_processing_rate", "double", False, "Records in per second of wall time."),
+        Column("observed_output_rate", "double", False, "Records out per second of wall time."),
+        Column("warmup", "boolean", False, "Window overlaps a (re)start; never used for a decision."),
+        Column("source_format", "string", False, "Where the row came from: flink-rest, ds2-rates-log, ds2-rate-files."),
+    ),
+    doc="One row per job, epoch, operator and instance.",
+)
+
+DECISIONS = Table(
+    "decisions",
+    _KEYS
+    + (
+        Column("operator_id", "string", False, "Operator id."),
+        Column("operator_name", "string", False, "Operator name."),
+        Column("is_source", "boolean", False, "Sources are never rescaled."),
+        Column("status", "string", False, "ok, or incomplete (metrics missing: no change proposed)."),
+        Column("current_parallelism", "int", False, "Parallelism while the epoch was measured."),
+        Column("instances_observed", "int", False, "Instances with metrics in the epoch."),
+        Column("true_processing_rate", "double", True, "Aggregated true processing rate (sum over instances)."),
+        Column("true_output_rate", "double", True, "Aggregated true output rate (sources: after overrides)."),
+        Column("capacity_per_instance", "double", True, "true_processing_rate / current_parallelism."),
+        Column("target_input_rate", "double", True, "Sum of the upstream outputs at optimal parallelism."),
+        Column("target_output_rate", "double", True, "Output this operator would produce at optimal parallelism."),
+        Column("optimal_parallelism", "double", True, "Unrounded DS2 estimate (NaN/inf as computed)."),
+        Column("target_parallelism", "int", False, "Proposal after factor, threshold rule, bounds and alignment."),
+        Column("source_rate_ratio", "double", True, "Max over sources of true/observed output (threshold rule)."),
+        Column("reason", "string", False, "Why this proposal, in words."),
+        Column("options", "string", False, "Policy options used (JSON)."),
+        Column("run_id", "string", False, "Identifier of the policy run that wrote the row."),
+        Column("run_type", "string", False, "live, backfill, what-if or offline."),
+        Column("decided_at", "timestamp", False, "When the policy run computed it (UTC)."),
+    ),
+    doc="One row per job, epoch and operator: the DS2 estimate, the proposal and why.",
+)
+
+ACTIONS = Table(
+    "actions",
+    _KEYS
+    + (
+        Column("action_id", "string", False, "Unique id of the rescale attempt."),
+        Column("mechanism", "string", False, "savepoint-restart or in-place."),
+        Column("approved_by", "string", True, "Who approved it (null when no approval was required)."),
+        Column("old_flink_job_id", "string", True, "Flink job id before the action."),
+        Column("new_flink_job_id", "string", True, "Flink job id after the action."),
+        Column("old_parallelism", "string", False, "Operator -> parallelism before (JSON)."),
+        Column("new_parallelism", "string", False, "Operator -> parallelism requested (JSON)."),
+        Column("savepoint_path", "string", True, "Savepoint used, if any."),
+        Column("downtime_s", "double", True, "Stop request to all tasks running at the new parallelism."),
+        Column("outcome", "string", False, "succeeded, failed, rolled-back, noop, skipped or rejected."),
+        Column("message", "string", False, "What happened, in words."),
+        Column("started_at", "timestamp", False, "UTC."),
+        Column("finished_at", "timestamp", True, "UTC."),
+    ),
+    doc="One row per job, epoch and rescale attempt: the audit trail.",
+)
+
+TABLES = {t.name: t for t in (METRICS, DECISIONS, ACTIONS)}
+
+VALIDATIONS = Table(
+    "validations",
+    _KEYS
+    + (
+        Column("status", "string", False, "passed, not-decidable (valid, but e.g. a warm-up window) or failed."),
+        Column("decidable", "boolean", False, "The policy may decide on this epoch."),
+        Column("rows", "long", False, "Metrics rows validated."),
+        Column("expectations", "int", False, "Expectations evaluated."),
+        Column("failed", "int", False, "Critical expectations that failed (0 when the epoch passed)."),
+        Column("failed_rules", "string", False, "Comma-separated ids of the failed (or warned) rules; empty when none."),
+        Column("summary", "string", False, "The one-line outcome, in words."),
+        Column("engine", "string", False, "GX execution engine: pandas or spark."),
+        Column("suite_version", "int", False, "Version of the expectation suite's rules."),
+        Column("thresholds", "string", False, "Validation settings used (JSON)."),
+        Column("docs_page", "string", True, "GX Data Docs page of the validation, if written."),
+        Column("quarantine", "string", True, "Where the rejected rows were moved, if they were."),
+        Column("run_id", "string", True, "Run that validated the epoch (e.g. the Airflow run id), when known."),
+        Column("validated_at", "timestamp", False, "When the validation ran (UTC)."),
+    ),
+    doc="One row per job and epoch: the outcome of validating its metrics before any decision.",
+)
+
+TABLES["validations"] = VALIDATIONS

@@ -1,0 +1,63 @@
+"""The store's write contract (:mod:`autoscaler.store.parquet`) for Spark DataFrames.
+
+New rows are written to a staging folder first; rows of other epochs in the touched blocks
+are carried over; each touched block is then swapped in with renames. A failed check
+(``before_commit``) or a failed job leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from autoscaler.store.parquet import store_lock, swap_in, table_dir, validate_job_name
+from autoscaler.store.schemas import Table
+
+
+def _blocks(folder: Path) -> list[Path]:
+    return sorted(d for d in folder.glob("job=*/epoch_block=*") if d.is_dir())
+
+
+def write_epochs(df: DataFrame, root: str, table: Table, job: str, before_commit: Callable[[], None] | None = None) -> int:
+    """Write one job's rows, replacing every epoch they contain. Returns the blocks written."""
+    validate_job_name(job)
+    spark: SparkSession = df.sparkSession
+    base = table_dir(root, table)
+    staging = base / f".staging-{uuid.uuid4().hex}"
+    try:
+        with store_lock(root, table, job):
+            columns = [c.name for c in table.columns]
+            (
+                df.select(*columns)
+                .filter(F.col("job") == job)
+                .repartition("job", "epoch_block")
+                .sortWithinPartitions("epoch")
+                .write.partitionBy(*table.partition_by)
+                .parquet(str(staging / "new"))
+            )
+            if before_commit is not None:
+                before_commit()
+            touched = _blocks(staging / "new")
+            old = [base / b.relative_to(staging / "new") for b in touched]
+            old = [b for b in old if b.exists()]
+            if old:
+                schema = table.spark_ddl(with_partitions=False) + ", `epoch_block` BIGINT"
+                previous = spark.read.schema(schema).option("basePath", str(base / f"job={job}")).parquet(*map(str, old))
+                written = spark.read.parquet(str(staging / "new")).select("epoch").distinct()
+                kept = previous.join(F.broadcast(written), "epoch", "left_anti").withColumn("job", F.lit(job))
+                kept.select(*columns).write.partitionBy(*table.partition_by).parquet(str(staging / "kept"))
+            for block in touched:
+                relative = block.relative_to(staging / "new")
+                carried = staging / "kept" / relative
+                if carried.exists():
+                    for part in carried.glob("*.parquet"):
+                        part.rename(block / part.name)
+                swap_in(block, base / relative)
+            return len(touched)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
