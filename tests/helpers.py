@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from autoscaler.policy.ds2 import OperatorWindow
+from autoscaler.policy.base import OperatorWindow
 from autoscaler.store.parquet import epoch_block
 from autoscaler.store.schemas import METRICS
 from autoscaler.topology import Operator, Topology

@@ -138,7 +138,13 @@ def scaling_dag(job: JobConfig) -> DAG:
 def what_if_params(job: JobConfig) -> dict[str, Param]:
     """One param per policy option, its meaning from the options' declarations; unset keeps the job's value."""
     current = job.policy
-    kinds = {"number": ["null", "number"], "integer": ["null", "integer"], "boolean": ["null", "boolean"], "bounds": "object"}
+    kinds = {
+        "number": ["null", "number"],
+        "integer": ["null", "integer"],
+        "boolean": ["null", "boolean"],
+        "choice": ["null", "string"],
+        "bounds": "object",
+    }
     params = {}
     for option in opt.OPTIONS:
         if option.key.startswith("policy.") and option.name in current.__dataclass_fields__:

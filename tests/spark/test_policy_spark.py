@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.ds2 import OperatorWindow, evaluate_epoch
+from autoscaler.policy.base import OperatorWindow
+from autoscaler.policy.ds2 import evaluate_epoch
 from autoscaler.policy.spark import inputs, plan
 from autoscaler.store.schemas import DECISIONS
 from autoscaler.topology import Operator, Topology, read_topology_csv

@@ -6,7 +6,8 @@ import pytest
 
 from autoscaler.collect.ds2_files import read_rates_log
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.ds2 import OperatorWindow, evaluate_epoch
+from autoscaler.policy.base import OperatorWindow
+from autoscaler.policy.ds2 import evaluate_epoch
 from autoscaler.policy.rounding import SATURATED, align_up, round_up
 from autoscaler.topology import read_topology_csv
 from tests.conftest import RATES_LOG, TOPOLOGY_CSV
@@ -181,3 +182,17 @@ def test_rules():
     assert round_up(math.inf, 0.0) == SATURATED
     assert round_up(2.0, 0.0) == 2 and round_up(2.0000001, 0.0) == 3 and round_up(2.0, 0.5) == 3
     assert align_up(5, 128, 200) == 8 and align_up(5, 7, 6) == 5 and align_up(129, 128, 200) == 129
+
+
+def test_each_policy_kind_is_one_registered_pure_function():
+    from autoscaler.config.options import POLICY_KINDS
+    from autoscaler.errors import InputError
+    from autoscaler.policy.base import POLICIES, policy_for
+
+    assert tuple(sorted(POLICIES)) == tuple(sorted(POLICY_KINDS))  # the option's choices are the registered kinds
+    assert policy_for("ds2") is evaluate_epoch
+    assert by_op(policy_for("ds2")(COURSE, COURSE_WINDOWS, PolicyOptions())) == by_op(
+        evaluate_epoch(COURSE, COURSE_WINDOWS, PolicyOptions())
+    )
+    with pytest.raises(InputError, match="not one of ds2"):
+        policy_for("dhalion")

@@ -80,6 +80,10 @@ SOURCE_RATE_METRIC = Option(
     "collect.source_rate_metric", "text", None, "Per-subtask gauge of the sources saying what rate they are asked to emit."
 )
 # -- policy -------------------------------------------------------------------------------------
+POLICY_KINDS = ("ds2",)  # the kinds autoscaler.policy.base registers
+KIND = Option(
+    "policy.kind", "choice", "ds2", "Which policy proposes the parallelism (autoscaler/policy/<kind>.py).", choices=POLICY_KINDS
+)
 FACTOR = Option("policy.factor", "number", 0.0, "Over-provisioning factor f >= 0: decision = ceil(optimal * (1 + f)).", 0.0)
 THRESHOLD = Option(
     "policy.threshold", "number", None,
@@ -153,6 +157,7 @@ OPTIONS: tuple[Option, ...] = tuple(v for v in dict(globals()).values() if isins
 class PolicyOptions:
     """The options a policy run takes (the Spark job, the engine and the pure-Python reference)."""
 
+    kind: str = KIND.default
     factor: float = FACTOR.default
     threshold: float | None = THRESHOLD.default
     min_parallelism: dict[str, int] = field(default_factory=lambda: dict(MIN_PARALLELISM.default))
@@ -161,6 +166,8 @@ class PolicyOptions:
     align_to_key_groups: bool = ALIGN_TO_KEY_GROUPS.default
 
     def __post_init__(self) -> None:
+        if self.kind not in POLICY_KINDS:
+            raise InputError("--kind", f"policy kind must be one of {', '.join(POLICY_KINDS)}, got {self.kind!r}")
         if not (isinstance(self.factor, (int, float)) and math.isfinite(self.factor) and self.factor >= 0):
             raise InputError("--factor", f"over-provisioning factor must be a finite number >= 0, got {self.factor!r}")
         if self.threshold is not None and not (math.isfinite(self.threshold) and self.threshold >= 1.0):
@@ -179,6 +186,7 @@ class PolicyOptions:
     def resolved(self, topology: Topology) -> PolicyOptions:
         """The same options with operator names replaced by ids (unknown operators are errors)."""
         return PolicyOptions(
+            kind=self.kind,
             factor=self.factor,
             threshold=self.threshold,
             min_parallelism={topology.resolve(k, "--min-parallelism"): v for k, v in self.min_parallelism.items()},

@@ -207,18 +207,22 @@ def decide(
 
 def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decided: int, now: datetime | None) -> str | None:
     """Why warm-up, activation or cooldown hold a proposal back now (None: they let it pass)."""
-    st = job.stability
+    stability = job.stability
     if last is None:
-        return f"activation: {decided} of {st.activation_epochs} decided epochs" if decided < st.activation_epochs else None
+        return (
+            f"activation: {decided} of {stability.activation_epochs} decided epochs"
+            if decided < stability.activation_epochs
+            else None
+        )
     since = epoch - last.epoch
-    if since <= st.warmup_epochs:
-        return f"warm-up: epoch {since} of {st.warmup_epochs} after the rescale at epoch {last.epoch}"
-    if decided < st.activation_epochs:
-        return f"activation: {decided} of {st.activation_epochs} decided epochs since the rescale at epoch {last.epoch}"
-    if st.cooldown_s and last.finished_at is not None and now is not None:
+    if since <= stability.warmup_epochs:
+        return f"warm-up: epoch {since} of {stability.warmup_epochs} after the rescale at epoch {last.epoch}"
+    if decided < stability.activation_epochs:
+        return f"activation: {decided} of {stability.activation_epochs} decided epochs since the rescale at epoch {last.epoch}"
+    if stability.cooldown_s and last.finished_at is not None and now is not None:
         elapsed = (now - last.finished_at).total_seconds()
-        if elapsed < st.cooldown_s:
-            return f"cooldown: {elapsed:.0f} s of {st.cooldown_s:.0f} s since the last rescale"
+        if elapsed < stability.cooldown_s:
+            return f"cooldown: {elapsed:.0f} s of {stability.cooldown_s:.0f} s since the last rescale"
     return None
 
 

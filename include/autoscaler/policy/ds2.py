@@ -1,4 +1,4 @@
-"""The DS2 model for one epoch, in plain Python: the reference the Spark job is checked against.
+"""The DS2 policy (kind ``ds2``) for one epoch, in plain Python; the Spark plan is checked against it.
 
 Per window, in topological order: sources emit their aggregated true output rate (or an
 override); a non-source operator's target input is the sum of its upstreams' outputs at
@@ -11,43 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from autoscaler.config.options import PolicyOptions
+from autoscaler.policy.base import Decision, OperatorWindow
 from autoscaler.policy.rounding import SATURATED, align_up, round_up, threshold_adjust
 from autoscaler.topology import Topology
-
-
-@dataclass(frozen=True)
-class OperatorWindow:
-    """One operator's metrics in one epoch, summed over its instances."""
-
-    parallelism: int
-    instances_observed: int
-    true_processing_rate: float
-    true_output_rate: float
-    observed_output_rate: float
-    max_parallelism: int | None = None
-    warmup_instances: int = 0
-
-
-@dataclass(frozen=True)
-class Decision:
-    operator_id: str
-    operator_name: str
-    is_source: bool
-    status: str
-    current_parallelism: int
-    instances_observed: int
-    true_processing_rate: float | None
-    true_output_rate: float | None
-    capacity_per_instance: float | None
-    target_input_rate: float | None
-    target_output_rate: float | None
-    optimal_parallelism: float | None
-    target_parallelism: int
-    source_rate_ratio: float | None
-    reason: str
 
 
 def source_output(window: OperatorWindow, override_per_instance: float | None) -> float:

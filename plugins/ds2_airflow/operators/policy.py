@@ -182,7 +182,7 @@ def what_if_options(job: JobConfig, params: dict[str, Any]) -> PolicyOptions:
     import dataclasses
 
     overrides = {}
-    for key in ("factor", "threshold", "job_max_parallelism", "align_to_key_groups"):
+    for key in ("kind", "factor", "threshold", "job_max_parallelism", "align_to_key_groups"):
         if params.get(key) not in (None, ""):
             overrides[key] = params[key]
     for key in ("min_parallelism", "max_parallelism"):

@@ -54,14 +54,14 @@ def _aggregate(metrics: DataFrame, topology: Topology) -> DataFrame:
     for k, op in enumerate(topology.order):
         is_op = F.col("operator_id") == F.lit(op)
         aggs += [
-            F.count_if(is_op).cast("int").alias(f"n{k}"),
-            F.max(F.when(is_op, F.col("parallelism"))).alias(f"p{k}"),
-            F.sum(F.when(is_op, F.col("instance").cast("long"))).alias(f"isum{k}"),
-            F.max(F.when(is_op, F.col("max_parallelism"))).alias(f"mp{k}"),
-            F.count_if(is_op & F.col("warmup")).alias(f"w{k}"),
-            F.sum(F.when(is_op, F.col("true_processing_rate"))).alias(f"tp{k}"),
-            F.sum(F.when(is_op, F.col("true_output_rate"))).alias(f"to{k}"),
-            F.sum(F.when(is_op, F.col("observed_output_rate"))).alias(f"oo{k}"),
+            F.count_if(is_op).cast("int").alias(f"instances_{k}"),
+            F.max(F.when(is_op, F.col("parallelism"))).alias(f"parallelism_{k}"),
+            F.sum(F.when(is_op, F.col("instance").cast("long"))).alias(f"instance_sum_{k}"),
+            F.max(F.when(is_op, F.col("max_parallelism"))).alias(f"max_parallelism_{k}"),
+            F.count_if(is_op & F.col("warmup")).alias(f"warmup_instances_{k}"),
+            F.sum(F.when(is_op, F.col("true_processing_rate"))).alias(f"true_processing_{k}"),
+            F.sum(F.when(is_op, F.col("true_output_rate"))).alias(f"true_output_{k}"),
+            F.sum(F.when(is_op, F.col("observed_output_rate"))).alias(f"observed_output_{k}"),
         ]
     return metrics.groupBy("job", "epoch").agg(*aggs)
 
@@ -83,10 +83,10 @@ def ds2_decisions(
     # Completeness and warm-up, per epoch.
     missing = {}
     for k in range(len(order)):
-        p = _c("p", k)
-        missing[k] = p.isNull() | (_c("n", k) != p) | (_c("isum", k) != p.cast("long") * (p + 1) / 2)
+        p = _c("parallelism_", k)
+        missing[k] = p.isNull() | (_c("instances_", k) != p) | (_c("instance_sum_", k) != p.cast("long") * (p + 1) / 2)
     incomplete = reduce(lambda a, b: a | b, missing.values())
-    warm = reduce(lambda a, b: a | b, [_c("w", k) > 0 for k in range(len(order))])
+    warm = reduce(lambda a, b: a | b, [_c("warmup_instances_", k) > 0 for k in range(len(order))])
     wide = wide.withColumn("status", F.when(incomplete, F.lit("incomplete")).when(warm, F.lit("warmup")).otherwise(F.lit("ok")))
     incomplete_why = F.concat_ws(
         "; ",
@@ -94,19 +94,19 @@ def ds2_decisions(
             F.when(
                 missing[k],
                 F.when(
-                    _c("n", k) != F.coalesce(_c("p", k), F.lit(ops[op].parallelism)),
+                    _c("instances_", k) != F.coalesce(_c("parallelism_", k), F.lit(ops[op].parallelism)),
                     F.format_string(
                         "%s has %d of %d instances",
                         F.lit(ops[op].name),
-                        _c("n", k),
-                        F.coalesce(_c("p", k), F.lit(ops[op].parallelism)),
+                        _c("instances_", k),
+                        F.coalesce(_c("parallelism_", k), F.lit(ops[op].parallelism)),
                     ),
                 ).otherwise(F.lit(f"{ops[op].name} has duplicated instances")),
             )
             for k, op in enumerate(order)
         ],
     )
-    warm_why = F.concat_ws(", ", *[F.when(_c("w", k) > 0, F.lit(ops[op].name)) for k, op in enumerate(order)])
+    warm_why = F.concat_ws(", ", *[F.when(_c("warmup_instances_", k) > 0, F.lit(ops[op].name)) for k, op in enumerate(order)])
     wide = wide.withColumn(
         "status_reason",
         F.when(F.col("status") == "incomplete", F.concat(F.lit("incomplete metrics, no change: "), incomplete_why)).when(
@@ -118,7 +118,7 @@ def ds2_decisions(
     index = {op: k for k, op in enumerate(order)}
     ratios = []
     for k, op in enumerate(order):
-        p, tp, to, oo = _c("p", k), _c("tp", k), _c("to", k), _c("oo", k)
+        p, tp, to, oo = _c("parallelism_", k), _c("true_processing_", k), _c("true_output_", k), _c("observed_output_", k)
         if ops[op].is_source:
             override = source_rates.get(op)
             if override is None:
@@ -127,21 +127,21 @@ def ds2_decisions(
                 out = oo
             else:
                 out = F.lit(float(override)) * p
-            wide = wide.withColumn(f"out{k}", out)
-            ratios.append(F.when(oo > 0, _c("out", k) / oo))
+            wide = wide.withColumn(f"target_output_{k}", out)
+            ratios.append(F.when(oo > 0, _c("target_output_", k) / oo))
             continue
-        target_input = reduce(lambda a, b: a + b, [_c("out", index[up]) for up in topology.upstream(op)])
-        wide = wide.withColumn(f"in{k}", target_input).withColumn(f"cap{k}", F.when(p > 0, tp / p))
-        inp, cap = _c("in", k), _c("cap", k)
+        target_input = reduce(lambda a, b: a + b, [_c("target_output_", index[up]) for up in topology.upstream(op)])
+        wide = wide.withColumn(f"target_input_{k}", target_input).withColumn(f"capacity_{k}", F.when(p > 0, tp / p))
+        inp, cap = _c("target_input_", k), _c("capacity_", k)
         optimal = F.when(cap > 0, inp / cap).when(inp > 0, F.lit(math.inf)).otherwise(F.lit(math.nan))
         wide = (
-            wide.withColumn(f"opt{k}", optimal)
-            .withColumn(f"out{k}", F.when(tp > 0, to / tp * inp).otherwise(F.lit(0.0)))
-            .withColumn(f"raw{k}", _round_up(_c("opt", k), options.factor))
+            wide.withColumn(f"optimal_{k}", optimal)
+            .withColumn(f"target_output_{k}", F.when(tp > 0, to / tp * inp).otherwise(F.lit(0.0)))
+            .withColumn(f"rounded_{k}", _round_up(_c("optimal_", k), options.factor))
         )
     non_sources = [k for k, op in enumerate(order) if not ops[op].is_source]
     wide = wide.withColumn("ratio", ratios[0] if len(ratios) == 1 else F.greatest(*ratios))
-    no_scale_up = reduce(lambda a, b: a & b, [_c("raw", k) <= _c("p", k) for k in non_sources], F.lit(True))
+    no_scale_up = reduce(lambda a, b: a & b, [_c("rounded_", k) <= _c("parallelism_", k) for k in non_sources], F.lit(True))
     if options.threshold is None:
         wide = wide.withColumn("apply_threshold", F.lit(False))
     else:
@@ -150,28 +150,28 @@ def ds2_decisions(
     structs = []
     for k, op in enumerate(order):
         meta = ops[op]
-        current = F.coalesce(_c("p", k), F.lit(meta.parallelism))
+        current = F.coalesce(_c("parallelism_", k), F.lit(meta.parallelism))
         ok = F.col("status") == "ok"
         if meta.is_source:
             target = current
-            why = F.format_string("source: never rescaled; emits %.1f r/s", _c("out", k))
+            why = F.format_string("source: never rescaled; emits %.1f r/s", _c("target_output_", k))
             fields = {
-                "true_processing_rate": _c("tp", k),
-                "true_output_rate": _c("out", k),
+                "true_processing_rate": _c("true_processing_", k),
+                "true_output_rate": _c("target_output_", k),
                 "capacity_per_instance": F.lit(None).cast("double"),
                 "target_input_rate": F.lit(None).cast("double"),
-                "target_output_rate": _c("out", k),
+                "target_output_rate": _c("target_output_", k),
                 "optimal_parallelism": F.lit(None).cast("double"),
             }
         else:
             target, why = _proposal(wide, k, op, options)
             fields = {
-                "true_processing_rate": _c("tp", k),
-                "true_output_rate": _c("to", k),
-                "capacity_per_instance": _c("cap", k),
-                "target_input_rate": _c("in", k),
-                "target_output_rate": _c("out", k),
-                "optimal_parallelism": _c("opt", k),
+                "true_processing_rate": _c("true_processing_", k),
+                "true_output_rate": _c("true_output_", k),
+                "capacity_per_instance": _c("capacity_", k),
+                "target_input_rate": _c("target_input_", k),
+                "target_output_rate": _c("target_output_", k),
+                "optimal_parallelism": _c("optimal_", k),
             }
         structs.append(
             F.struct(
@@ -180,7 +180,7 @@ def ds2_decisions(
                 F.lit(meta.is_source).alias("is_source"),
                 F.col("status").alias("status"),
                 current.alias("current_parallelism"),
-                _c("n", k).alias("instances_observed"),
+                _c("instances_", k).alias("instances_observed"),
                 *[F.when(ok, v).cast("double").alias(n) for n, v in fields.items()],
                 F.when(ok, target).otherwise(current).cast("int").alias("target_parallelism"),
                 F.when(ok, F.col("ratio")).alias("source_rate_ratio"),
@@ -202,16 +202,22 @@ def ds2_decisions(
 
 def _proposal(wide: DataFrame, k: int, op: str, options: PolicyOptions) -> tuple[Column, Column]:
     """The proposal for non-source operator ``k`` and the words that explain it."""
-    p, raw, opt, inp, cap = _c("p", k), _c("raw", k), _c("opt", k), _c("in", k), _c("cap", k)
+    p, raw, opt, inp, cap = (
+        _c("parallelism_", k),
+        _c("rounded_", k),
+        _c("optimal_", k),
+        _c("target_input_", k),
+        _c("capacity_", k),
+    )
     ratio, apply = F.col("ratio"), F.col("apply_threshold")
     adjusted = F.when(ratio * raw >= SATURATED, F.lit(SATURATED)).otherwise(F.ceil(ratio * raw).cast("int"))
     proposal = F.when(apply, adjusted).otherwise(raw)
     low = F.lit(options.min_parallelism.get(op, 1))
-    caps = [F.lit(c) for c in (options.max_parallelism.get(op), options.job_max_parallelism) if c] + [_c("mp", k)]
+    caps = [F.lit(c) for c in (options.max_parallelism.get(op), options.job_max_parallelism) if c] + [_c("max_parallelism_", k)]
     high = F.coalesce(_least(*caps), F.lit(SATURATED))
     bounded = F.least(F.greatest(proposal, low), high)
     target = bounded
-    key_groups = F.coalesce(_c("mp", k), F.lit(options.job_max_parallelism).cast("int"))
+    key_groups = F.coalesce(_c("max_parallelism_", k), F.lit(options.job_max_parallelism).cast("int"))
     if options.align_to_key_groups:
         top = F.least(high, key_groups)
         divisors = F.filter(F.sequence(bounded, top), lambda x: key_groups % x == 0)
