@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
+from autoscaler import testjob
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 FIXTURE = ROOT / "tests" / "fixtures" / "flink-epoch"
@@ -69,8 +71,8 @@ def main() -> None:
     entry = {
         "name": "bf",
         "flink_job_name": "ds2-testjob",
-        "jar": str(ROOT / "build" / "ds2-testjob.jar"),
-        "parallelism_args": {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"},  # noqa: E501
+        "jar": str(testjob.JAR),
+        "parallelism_args": testjob.PARALLELISM_ARGS,
         "policy_interval": f"{args.interval}s",
     }
     (work / "jobs.yaml").write_text(yaml.safe_dump({"jobs": [entry]}))

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from autoscaler import testjob
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 TASKS = ("collect", "validate", "policy", "decide", "rescale", "record")
@@ -58,7 +60,7 @@ def main() -> None:
     with cluster(adaptive=False) as (client, data_dir):
         host, port = client.base_url.removeprefix("http://").split(":")
         os.environ["AIRFLOW_CONN_FLINK_BENCH"] = json.dumps({"conn_type": "flink", "host": host, "port": int(port)})
-        jar = ROOT / "build" / "ds2-testjob.jar"
+        jar = testjob.JAR
         base = ["--job-name", "ds2-testjob", "--rate", "20000", "--count-wait-us", "175"]
         entry = {
             "name": "bench",
@@ -67,7 +69,7 @@ def main() -> None:
             "spark_conn_id": "spark_bench",
             "jar": str(jar),
             "base_args": base,
-            "parallelism_args": {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"},  # noqa: E501
+            "parallelism_args": testjob.PARALLELISM_ARGS,
             "savepoint_dir": f"file://{data_dir / 'savepoints'}",
             "policy_interval": f"{args.interval}s",
             "collect": {"short_window": "4s", "source_rate_metric": "Source__Source.scheduledRate"},

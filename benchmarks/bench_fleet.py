@@ -41,6 +41,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "include"), str(ROOT / "plugins")]
+
+from autoscaler import testjob  # noqa: E402
+
 TICK = os.sysconf("SC_CLK_TCK")
 FIXTURE = ROOT / "tests" / "fixtures" / "flink-epoch"
 
@@ -127,14 +130,13 @@ class Stack:
 
 
 def job_entries(n: int, interval: int, start: datetime) -> list[dict[str, Any]]:
-    local_args = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}
     return [
         {
             "name": f"fleet{i}",
             "flink_job_name": f"ds2-fleet-{i}",
-            "jar": str(ROOT / "build" / "ds2-testjob.jar"),
+            "jar": str(testjob.JAR),
             "base_args": ["--job-name", f"ds2-fleet-{i}", "--rate", "1000", "--source-parallelism", "1"],
-            "parallelism_args": local_args,
+            "parallelism_args": testjob.PARALLELISM_ARGS,
             "policy_interval": f"{interval}s",
             "start_date": start.isoformat(),
             "collect": {"short_window": "5s", "source_rate_metric": "Source__Source.scheduledRate"},

@@ -43,7 +43,7 @@ from autoscaler.collect.ds2_files import RATE_COLUMNS  # noqa: E402
 from autoscaler.config.options import PolicyOptions  # noqa: E402
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, block_dir, read_epochs  # noqa: E402
 from autoscaler.store.schemas import DECISIONS, METRICS  # noqa: E402
-from autoscaler.topology import Operator, Topology  # noqa: E402
+from autoscaler.topology import Operator, Topology, write_topology_csv  # noqa: E402
 
 DATA = ROOT / "data" / "bench"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -89,15 +89,6 @@ EDGES = (
 def topology() -> Topology:
     ops = [Operator(op_id, name, INSTANCES) for op_id, (name, _, _) in OPERATORS.items()]
     return Topology.from_edges(ops, EDGES, source="bench topology")
-
-
-def write_topology_csv(topo: Topology, path: Path) -> None:
-    header = "operator_id{0},operator_name{0},total_number_of_operator_instances{0}"
-    lines = [f"# {header.format(1)},{header.format(2)}"]
-    for up, down in topo.edges:
-        a, b = topo.operators[up], topo.operators[down]
-        lines.append(f"{a.id},{a.name},{a.parallelism},{b.id},{b.name},{b.parallelism}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,17 +39,20 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "include") not in sys.path:
-    sys.path.insert(0, str(ROOT / "include"))
+for path in (ROOT, ROOT / "include"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
+from autoscaler import testjob  # noqa: E402
 from autoscaler.flink.client import FlinkConnection, FlinkRestClient  # noqa: E402
 from autoscaler.flink.deployment import JobDeployment  # noqa: E402
 from autoscaler.rescale.in_place import rescale_in_place  # noqa: E402
 from autoscaler.rescale.result import RescaleResult  # noqa: E402
 from autoscaler.rescale.savepoint import rescale_with_savepoint  # noqa: E402
+from tests.helpers import free_port  # noqa: E402
 
 FLINK_SH = ROOT / "scripts" / "flink.sh"
-JAR = ROOT / "build" / "ds2-testjob.jar"
+JAR = testjob.JAR
 RESULTS = ROOT / "benchmarks" / "results"
 JOB = "bench-rescale"
 PROFILES = {
@@ -59,14 +61,8 @@ PROFILES = {
     # Little load and little state: close to the conditions of the reference figures.
     "light": ["--rate", "1000", "--keys", "1000"],
 }
-PARALLELISM_ARGS = {"Count": "--count-parallelism", "Parse": "--parse-parallelism", "Sink: Writer": "--sink-parallelism"}
+PARALLELISM_ARGS = testjob.PARALLELISM_ARGS
 REFERENCE = {"savepoint-restart": (0.38, 0.48), "in-place": (1.07, 1.12)}  # docs: flink-rest.md, measured before
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -76,8 +72,8 @@ def cluster(adaptive: bool) -> Iterator[tuple[FlinkRestClient, Path]]:
     env = {
         **os.environ,
         "FLINK_DATA_DIR": str(data_dir),
-        "FLINK_REST_PORT": str(_free_port()),
-        "FLINK_RPC_PORT": str(_free_port()),
+        "FLINK_REST_PORT": str(free_port()),
+        "FLINK_RPC_PORT": str(free_port()),
     }
     try:
         subprocess.run([str(FLINK_SH), "up", *(["--adaptive"] if adaptive else [])], check=True, cwd=ROOT, env=env)
@@ -85,16 +81,6 @@ def cluster(adaptive: bool) -> Iterator[tuple[FlinkRestClient, Path]]:
     finally:
         subprocess.run([str(FLINK_SH), "down"], check=False, cwd=ROOT, env=env)
         shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def wait_all_running(client: FlinkRestClient, job_id: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = next((j for j in client.jobs() if j.id == job_id), None)
-        if job and job.state == "RUNNING" and job.tasks_total and job.tasks_running == job.tasks_total:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"job {job_id} did not start within {timeout_s} s")
 
 
 def state_size(client: FlinkRestClient, job_id: str, savepoint: bool) -> int | None:
@@ -121,7 +107,7 @@ def run_mechanism(mechanism: str, profiles: list[str], cycles: int, settle_s: fl
             name = f"{JOB}-{profile}"
             args = ["--job-name", name, *PROFILES[profile]]
             job_id = client.run_jar(jar_id, None, [*args, "--count-parallelism", "1"])
-            wait_all_running(client, job_id)
+            client.wait_all_running(job_id)
             time.sleep(settle_s)
             deployment = JobDeployment(
                 job_name=name,

@@ -38,13 +38,16 @@ FLINK_SH = ROOT / "scripts" / "flink.sh"
 AIRFLOW_SH = ROOT / "scripts" / "airflow.sh"
 POSTGRES_SH = ROOT / "scripts" / "postgres.sh"
 SPARK_SH = ROOT / "scripts" / "spark.sh"
-JAR = ROOT / "build" / "ds2-testjob.jar"
-PARALLELISM_ARGS = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}
 OPERATORS = ["Source: Source", "Parse", "Count", "Sink: Writer"]
 # Count costs 175 us per record (~5,660 rec/s per instance): 20k needs 4, 30k needs 6, 10k needs 2.
 COST_ARGS = ["--count-wait-us", "175"]
 
 sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins")]
+
+from autoscaler import testjob  # noqa: E402
+
+JAR = testjob.JAR
+PARALLELISM_ARGS = testjob.PARALLELISM_ARGS
 
 
 def log(message: str) -> None:
@@ -121,13 +124,8 @@ class Stack:
         client = self.client()
         jar_id = resolve_jar(client, JobDeployment("ds2-testjob", "/tmp", PARALLELISM_ARGS, jar_path=JAR))
         job_id = client.run_jar(jar_id, None, args)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            job = next((j for j in client.jobs() if j.id == job_id), None)
-            if job and job.state == "RUNNING" and job.tasks_total and job.tasks_running == job.tasks_total:
-                return job_id
-            time.sleep(0.3)
-        raise RuntimeError(f"the test job {job_id} did not start within 60 s")
+        client.wait_all_running(job_id, timeout_s=60)
+        return job_id
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -351,27 +351,9 @@ cmd_down() {
     log "not running"
     return 0
   fi
-  local t0 pid left deadline
+  local t0
   t0=$(now_ms)
-  kill -TERM "${pids[@]}" 2>/dev/null || true
-  deadline=$(($(date +%s) + STOP_TIMEOUT))
-  while :; do
-    left=()
-    for pid in "${pids[@]}"; do
-      kill -0 "$pid" 2>/dev/null && left+=("$pid")
-    done
-    [ ${#left[@]} -eq 0 ] && break
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      log "still running after $STOP_TIMEOUT s, killing: ${left[*]}"
-      kill -KILL "${left[@]}" 2>/dev/null || true
-      sleep 1
-      for pid in "${left[@]}"; do
-        kill -0 "$pid" 2>/dev/null && die "could not stop pid $pid"
-      done
-      break
-    fi
-    sleep 0.2
-  done
+  stop_pids "${pids[@]}" || die "could not stop Flink (pids ${pids[*]})"
   rm -f "$PID_DIR"/*.pid
   clean_tmp
   log "stopped (pids ${pids[*]}) in $(secs_since "$t0") s"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -63,13 +64,6 @@ def metrics_rows(topo: Topology, epochs: Mapping[int, Mapping[str, OperatorWindo
     return pa.table(cols, schema=METRICS.arrow_schema())
 
 
-def write_topology_csv(topo: Topology, path: Path) -> Path:
-    ops = topo.operators
-    lines = [f"{a},{ops[a].name},{ops[a].parallelism},{b},{ops[b].name},{ops[b].parallelism}" for a, b in topo.edges]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def run_script(script: Path, args: Sequence[str], env: Mapping[str, str], check: bool = True,
                timeout: float = 400) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Run one of the project's ``scripts/*.sh`` with an instance's environment; AssertionError with its output."""
@@ -78,3 +72,11 @@ def run_script(script: Path, args: Sequence[str], env: Mapping[str, str], check:
     if check and res.returncode != 0:
         raise AssertionError(f"scripts/{script.name} {' '.join(args)} exited {res.returncode}:\n{res.stdout}{res.stderr}")
     return res
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+

@@ -149,3 +149,25 @@ def read_topology_csv(path: str | Path) -> Topology:
         raise InputError(str(path), "the topology has no edges")
     operators = [Operator(op_id, name, instances) for op_id, (name, instances, _) in seen.items()]
     return Topology.from_edges(operators, edges, source=str(path))
+
+
+def write_topology_csv(topology: Topology, path: str | Path, source: str = "topology") -> Path:
+    """Write the DS2 topology CSV (the inverse of :func:`read_topology_csv`) atomically; returns the path.
+
+    A name with a comma or newline cannot be held by the format: :class:`InputError` naming ``source``.
+    """
+    path, ops = Path(path), topology.operators
+    for op in ops.values():
+        if "," in op.name or "\n" in op.name:
+            raise InputError(
+                f"{source}: operator {op.id}",
+                f"name {op.name!r} contains a comma or newline; the DS2 topology CSV cannot hold it",
+            )
+    header = "operator_id{0},operator_name{0},total_number_of_operator_instances{0}"
+    lines = [f"# {header.format(1)},{header.format(2)}"]
+    lines += [f"{a},{ops[a].name},{ops[a].parallelism},{b},{ops[b].name},{ops[b].parallelism}" for a, b in topology.edges]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

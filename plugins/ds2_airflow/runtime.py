@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.config.jobs import JobConfig, data_dir
+from autoscaler.rescale.journal import ACTION_ID_CHARS, ACTION_ID_MAX
 
 LIVE, BACKFILL, WHAT_IF = "live", "backfill", "what-if"
 DOCS_URL_PREFIX = "/ds2-docs"  # where the api-server serves the validation Data Docs (docs_plugin.py)
@@ -60,4 +61,5 @@ def run_type(context: Mapping[str, Any]) -> str:
 
 def safe_run_id(context: Mapping[str, Any]) -> str:
     run_id = str(getattr(context.get("dag_run"), "run_id", None) or context.get("run_id") or "adhoc")
-    return re.sub(r"[^A-Za-z0-9_.:+=@-]", "_", run_id)[:200]
+    # Within the characters an action id may hold (it names the rescale journal's file).
+    return re.sub(f"[^{ACTION_ID_CHARS}]", "_", run_id)[:ACTION_ID_MAX]

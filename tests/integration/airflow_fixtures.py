@@ -25,7 +25,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,7 @@ import pytest
 import requests
 
 from tests.conftest import ROOT
-from tests.helpers import run_script
+from tests.helpers import free_port, run_script
 
 AIRFLOW_SH = ROOT / "scripts" / "airflow.sh"
 POSTGRES_SH = ROOT / "scripts" / "postgres.sh"
@@ -49,12 +48,6 @@ SCREENSHOT_PY = ROOT / "scripts" / "screenshot.py"
 VENV_BIN = ROOT / ".venv" / "bin"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 TERMINAL_RUN_STATES = {"success", "failed"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def load_screenshot_module() -> ModuleType:
@@ -270,7 +263,7 @@ def start_airflow(
 ) -> AirflowServer:
     """Start an instance in ``home`` (``scripts/airflow.sh up``) and return it once it is healthy."""
     dags_folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",

@@ -8,7 +8,6 @@ developer's cluster on 8081 is never touched; teardown stops exactly the process
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -17,18 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.flink.client import FlinkConnection, FlinkRestClient
+from autoscaler import testjob
+from autoscaler.flink.client import FlinkConnection, FlinkError, FlinkRestClient
 from autoscaler.flink.models import JobDetails
 from tests.conftest import ROOT
+from tests.helpers import free_port
 
 FLINK_SH = ROOT / "scripts" / "flink.sh"
-TESTJOB_JAR = ROOT / "build" / "ds2-testjob.jar"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+TESTJOB_JAR = testjob.JAR
 
 
 @dataclass
@@ -59,15 +54,11 @@ class FlinkCluster:
 
 
 def wait_running(client: FlinkRestClient, job_id: str, timeout_s: float = 60.0) -> JobDetails:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = next((j for j in client.jobs() if j.id == job_id), None)
-        if job and job.state == "RUNNING" and job.tasks_total and job.tasks_running == job.tasks_total:
-            return client.job(job_id)
-        if job and job.state in ("FAILED", "CANCELED", "FINISHED"):
-            raise AssertionError(f"job {job_id} is {job.state}: {client.exceptions(job_id)}")
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not get all tasks RUNNING within {timeout_s} s")
+    try:
+        client.wait_all_running(job_id, timeout_s)
+    except FlinkError as exc:
+        raise AssertionError(str(exc)) from None
+    return client.job(job_id)
 
 
 def _cluster(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -> Iterator[FlinkCluster]:
@@ -76,8 +67,8 @@ def _cluster(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -
     env = {
         **os.environ,
         "FLINK_DATA_DIR": str(data_dir),
-        "FLINK_REST_PORT": str(_free_port()),
-        "FLINK_RPC_PORT": str(_free_port()),
+        "FLINK_REST_PORT": str(free_port()),
+        "FLINK_RPC_PORT": str(free_port()),
     }
     subprocess.run([str(FLINK_SH), "up", *flags], check=True, cwd=ROOT, env=env)
     try:

@@ -10,10 +10,11 @@ from typing import Any
 
 import yaml
 
+from autoscaler import testjob
 from tests.integration.conftest import TESTJOB_JAR, FlinkCluster
 
 # DS2 asks for Count 4 at this load (see UNDERPROVISIONED); every restart keeps these arguments.
-PARALLELISM_ARGS = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}
+PARALLELISM_ARGS = testjob.PARALLELISM_ARGS
 BASE_ARGS = ["--job-name", "ds2-testjob", "--rate", "20000", "--count-wait-us", "175"]
 
 

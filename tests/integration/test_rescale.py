@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler import testjob
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, program_args, resolve_jar
@@ -25,7 +26,7 @@ from tests.integration.conftest import TESTJOB_JAR, FlinkCluster
 
 pytestmark = pytest.mark.flink
 
-PARALLELISM_ARGS = {"Count": "--count-parallelism", "Parse": "--parse-parallelism", "Sink: Writer": "--sink-parallelism"}
+PARALLELISM_ARGS = testjob.PARALLELISM_ARGS
 # Light load: 100 keys at 1,000 records/s give every key a count > 1 within a second.
 LIGHT = ["--rate", "1000", "--keys", "100"]
 

@@ -9,7 +9,8 @@ import ds2_policy
 from autoscaler.errors import InputError
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, read_epochs, write_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
-from tests.helpers import metrics_rows, topology, window, write_topology_csv
+from autoscaler.topology import write_topology_csv
+from tests.helpers import metrics_rows, topology, window
 
 pytestmark = pytest.mark.spark
 TOPO = topology([("src", "work"), ("work", "sink")], {"src": 2, "work": 1, "sink": 1})

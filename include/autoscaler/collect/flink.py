@@ -19,11 +19,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from autoscaler.collect.snapshot import load_snapshot, restart_between, save_snapshot, take_snapshot, window_metrics
-from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.store.parquet import validate_job_name, write_epochs
 from autoscaler.store.schemas import METRICS
-from autoscaler.topology import Topology
+from autoscaler.topology import write_topology_csv
 
 
 @dataclass(frozen=True)
@@ -53,21 +52,6 @@ def snapshot_path(store_root: str | Path, job: str, epoch: int, start: bool = Fa
 
 def topology_path(store_root: str | Path, job: str) -> Path:
     return Path(store_root) / "topologies" / f"{validate_job_name(job)}.csv"
-
-
-def write_topology(topology: Topology, path: Path) -> None:
-    """The job graph in the DS2 topology CSV format (vertex ids as operator ids)."""
-    ops = topology.operators
-    for op in ops.values():
-        if "," in op.name or "\n" in op.name:
-            problem = f"name {op.name!r} contains a comma or newline; the DS2 topology CSV cannot hold it"
-            raise InputError(f"Flink vertex {op.id}", problem)
-    lines = ["# operator_id1,operator_name1,instances1,operator_id2,operator_name2,instances2"]
-    lines += [f"{a},{ops[a].name},{ops[a].parallelism},{b},{ops[b].name},{ops[b].parallelism}" for a, b in topology.edges]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
 
 
 def collect_epoch_metrics(
@@ -117,7 +101,7 @@ def collect_epoch_metrics(
     assert previous is not None
     rows = window_metrics(previous, current, job, epoch)
     write_epochs(store_root, METRICS, job, rows)
-    write_topology(current.topology(), topology_path(store_root, job))
+    write_topology_csv(current.topology(), topology_path(store_root, job), source="Flink job graph")
     return CollectionResult(
         job=job,
         epoch=epoch,

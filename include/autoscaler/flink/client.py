@@ -127,6 +127,20 @@ class FlinkRestClient:
         matches = [j for j in self.jobs() if j.name == name and j.state in states]
         return max(matches, key=lambda j: j.start_time_ms) if matches else None
 
+    def wait_all_running(self, job_id: str, timeout_s: float = 60.0, poll_s: float = 0.2) -> JobSummary:
+        """Poll until job ``job_id`` runs all its tasks; FlinkError when it ends or the time is up."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = next((j for j in self.jobs() if j.id == job_id), None)
+            if job is not None and job.all_running:
+                return job
+            if job is not None and job.state in ("FAILED", "CANCELED", "FINISHED", "SUSPENDED"):
+                raise FlinkError(f"job {job_id} is {job.state}: {self.exceptions(job_id)}")
+            if time.monotonic() >= deadline:
+                seen = f"{job.state}, {job.tasks_running}/{job.tasks_total} tasks running" if job else "not listed"
+                raise FlinkError(f"job {job_id} did not get all tasks RUNNING within {timeout_s:g} s ({seen})")
+            time.sleep(poll_s)
+
     def running_job(self, name: str) -> JobSummary:
         job = self.find_job(name)
         if job is None:

@@ -14,6 +14,11 @@ class JobSummary:
     tasks_total: int
     start_time_ms: int
 
+    @property
+    def all_running(self) -> bool:
+        """The job is RUNNING and so is every one of its tasks."""
+        return self.state == "RUNNING" and 0 < self.tasks_total == self.tasks_running
+
 
 @dataclass(frozen=True)
 class VertexInfo:

@@ -130,7 +130,7 @@ def wait_running(
             return Wait(reason=f"job {job_id} is {summary.state}: {failure_text(client, job_id)}")
         if summary is not None:
             last = f"{summary.state}, {summary.tasks_running}/{summary.tasks_total} tasks running"
-        if summary is not None and summary.state == "RUNNING" and 0 < summary.tasks_total == summary.tasks_running:
+        if summary is not None and summary.all_running:
             running_since = running_since if running_since is not None else now
             if summary.tasks_total == want_total:
                 at_target_since = at_target_since if at_target_since is not None else now

@@ -22,7 +22,10 @@ from typing import Any
 from autoscaler.errors import InputError
 
 JOURNAL_VERSION = 1
-ACTION_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+=@-]{0,199}$")
+# An action id names a file: these characters only, at most 200 (full-string match).
+ACTION_ID_CHARS = "A-Za-z0-9_.:+=@-"
+ACTION_ID_MAX = 200
+ACTION_ID = re.compile(f"[A-Za-z0-9_][{ACTION_ID_CHARS}]{{0,{ACTION_ID_MAX - 1}}}")
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Journal:
 @contextmanager
 def open_journal(journal_dir: str | Path, action_id: str) -> Iterator[Journal]:
     """Open (and lock) the journal of ``action_id``: two attempts of one action never run at once."""
-    if not isinstance(action_id, str) or not ACTION_ID.match(action_id) or ".." in action_id:
+    if not isinstance(action_id, str) or not ACTION_ID.fullmatch(action_id) or ".." in action_id:
         raise InputError(
             "action id", f"{action_id!r} must be 1-200 characters of letters, digits and _ . : + = @ - (it names a file)"
         )
