@@ -24,10 +24,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
-from autoscaler import testjob
-
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "include"), str(Path(__file__).resolve().parent)]
+
+from harness import machine, machine_line, write_results  # noqa: E402
+
+from autoscaler import testjob  # noqa: E402
+
 FIXTURE = ROOT / "tests" / "fixtures" / "flink-epoch"
 
 
@@ -118,11 +121,12 @@ def main() -> None:
     finally:
         server.stop()
         postgres.script("down", check=False)
+    conditions = machine()
     text = "\n".join(
         [
             f"# Backfill of {args.epochs} epochs (interval {args.interval} s) under a real scheduler",
             "",
-            f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; Airflow 3.3 LocalExecutor, "
+            f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; Airflow 3.3 LocalExecutor, "
             "PostgreSQL 15, spark-submit local[2], backfill --max-active-runs 4.",
             "",
             "| figure | value |",
@@ -131,10 +135,14 @@ def main() -> None:
             f"| runs that started a Spark application | {leaders} |",
             f"| epochs with backfill decisions | {epochs_decided} |",
             f"| wall time, create → all runs finished | {wall:.0f} s ({wall / args.epochs:.1f} s per epoch) |",
+            "",
+            machine_line(conditions),
         ]
     )
     print(text)
-    Path(args.results + ".md").write_text(text + "\n")
+    figures = {"runs": len(runs), "failed": failed, "spark_leaders": leaders, "epochs_decided": epochs_decided, "wall_s": wall}
+    results = Path(args.results)
+    write_results(results.name, {"conditions": conditions, "epochs": args.epochs, **figures}, text, results.parent)
 
 
 if __name__ == "__main__":

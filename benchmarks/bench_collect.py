@@ -17,20 +17,18 @@ Results go to ``benchmarks/results/collect.json`` and ``collect.md``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_rescale import JAR, cluster, wait_all_running  # noqa: E402
+from bench_rescale import JAR, cluster  # noqa: E402
+from harness import machine, machine_line, stats, write_results  # noqa: E402
 
 from autoscaler.collect.flink import collect_epoch_metrics  # noqa: E402
 from autoscaler.collect.snapshot import take_snapshot  # noqa: E402
@@ -40,17 +38,13 @@ RATE_METRIC = "Source__Source.scheduledRate"
 ARGS = ["--rate", "20000", "--count-wait-us", "175", "--count-parallelism", "1"]
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
     with cluster(adaptive=False) as (client, _):
         job_id = client.run_jar(client.upload_jar(JAR), None, ARGS)
-        wait_all_running(client, job_id)
+        client.wait_all_running(job_id)
         calls = {"n": 0}
         original = client.session.request
 
@@ -74,23 +68,18 @@ def main() -> None:
             collect_epoch_metrics(client, "ds2-testjob", "bench", epoch, store, source_rate_metric=RATE_METRIC)
             collect_s.append(time.perf_counter() - t0)
     report = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "conditions": {
-            "cores": os.cpu_count(),
-            "job": "ds2-testjob, 4 vertices, 5 subtasks, 20,000 rec/s",
-            "repeat": args.repeat,
-        },
+        "conditions": {**machine(), "job": "ds2-testjob, 4 vertices, 5 subtasks, 20,000 rec/s", "repeat": args.repeat},
         "snapshot_s": stats(snapshot_s),
         "rest_calls_per_snapshot": statistics.median(calls_per_snapshot),
         "collect_epoch_s": stats(collect_s),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "collect.json").write_text(json.dumps(report, indent=2) + "\n")
+    c = report["conditions"]
     md = [
         "# Metric collection cost",
         "",
-        f"Measured {report['date']} by `benchmarks/bench_collect.py`: {report['conditions']['job']}, "
-        f"{report['conditions']['cores']} cores, local cluster, {args.repeat} repeats.",
+        f"Measured {c['date']} by `benchmarks/bench_collect.py`: {c['job']}, local cluster, {args.repeat} repeats.",
+        "",
+        machine_line(c),
         "",
         "| step | min s | median s | max s |",
         "|---|---:|---:|---:|",
@@ -99,7 +88,7 @@ def main() -> None:
         s = report[name]
         md.append(f"| {name.removesuffix('_s')} | {s['min']:.3f} | {s['median']:.3f} | {s['max']:.3f} |")
     md += ["", f"REST calls per snapshot: {report['rest_calls_per_snapshot']:.0f}", ""]
-    (RESULTS / "collect.md").write_text("\n".join(md))
+    write_results("collect", report, "\n".join(md))
     print("\n".join(md))
 
 

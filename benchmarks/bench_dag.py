@@ -21,10 +21,14 @@ from pathlib import Path
 
 import yaml
 
-from autoscaler import testjob
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import machine, machine_line, write_results  # noqa: E402
+
+from autoscaler import testjob  # noqa: E402
+
 TASKS = ("collect", "validate", "policy", "decide", "rescale", "record")
 
 
@@ -123,7 +127,7 @@ def main() -> None:
     lines = [
         f"# One scaling-DAG run per task (dag.test, {args.repeat} repetitions, interval {args.interval} s)",
         "",
-        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; "
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
         "local Flink 2.3, spark-submit local[2], SQLite.",
         "Median (min–max), seconds.",
         "",
@@ -135,10 +139,12 @@ def main() -> None:
         f"| epoch end → rescaled job running | {med('epoch_end_to_running_s', 'rescale')} | – |",
         f"| rescale downtime | {med('downtime_s', 'rescale')} | – |",
     ]
+    conditions = machine()
+    lines += ["", machine_line(conditions)]
     text = "\n".join(lines) + "\n"
     print(text)
-    Path(args.results + ".md").write_text(text)
-    Path(args.results + ".json").write_text(json.dumps(rows, indent=1, default=str))
+    results = Path(args.results)
+    write_results(results.name, {"conditions": conditions, "runs": rows}, text, results.parent)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "include"), str(ROOT / "plugins")]
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import machine, machine_line, write_results  # noqa: E402
+
 from autoscaler import testjob  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -288,16 +292,12 @@ def run_policy_alone(args: argparse.Namespace, local: Any, work: Path) -> dict[s
     }  # fmt: skip
 
 
-def conditions() -> str:
-    load = os.getloadavg()[0]
-    return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load {load:.1f} at the end"
-
-
 def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: argparse.Namespace) -> str:
     lines = [
         "# Fleet cost and latency (benchmarks/bench_fleet.py)",
         "",
-        f"Measured {conditions()}. One local stack (Flink 12 slots, Spark Connect local[2], PostgreSQL 15, "
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f} at the end. "
+        "One local stack (Flink 12 slots, Spark Connect local[2], PostgreSQL 15, "
         f"Airflow 3.3 LocalExecutor parallelism 4); test jobs at 1,000 rec/s, 1 source subtask, no rescale needed; "
         f"policy interval {args.interval} s; {args.epochs} whole intervals measured per fleet size.",
         "",
@@ -353,10 +353,11 @@ def main() -> None:
         policy = run_policy_alone(args, local, work / "policy") if args.policy_jobs else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    text = report(fleet, policy, args)
+    conditions = machine()
+    text = report(fleet, policy, args) + "\n" + machine_line(conditions) + "\n"
     print(text)
-    Path(args.results + ".md").write_text(text)
-    Path(args.results + ".json").write_text(json.dumps({"fleet": fleet, "policy_alone": policy}, indent=2) + "\n")
+    results = Path(args.results)
+    write_results(results.name, {"conditions": conditions, "fleet": fleet, "policy_alone": policy}, text, results.parent)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "include") not in sys.path:
     sys.path.insert(0, str(ROOT / "include"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import machine, write_results  # noqa: E402
 
 from autoscaler.collect.ds2_files import RATE_COLUMNS  # noqa: E402
 from autoscaler.config.options import PolicyOptions  # noqa: E402
@@ -591,14 +594,12 @@ def conditions(spark) -> dict:
     for proc in java_procs:
         xmx += [a for a in proc.cmdline() if a.startswith("-Xmx")]
     conf = spark.sparkContext.getConf()
+    base = machine()
     return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        **base,
         "code": code_version(),
         "host": platform.node(),
-        "cpu_count": os.cpu_count(),
-        "ram_gb": round(psutil.virtual_memory().total / 1024**3, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
+        "cpu_count": base["cores"],
         "spark_version": spark.version,
         "java_version": f"{system.getProperty('java.version')} ({system.getProperty('java.vm.name')})",
         "java": _java_version(),
@@ -621,10 +622,6 @@ def _fmt(value, spec: str = ",.0f") -> str:
 
 
 def write_reports(report: dict, results: Path = RESULTS) -> None:
-    results.mkdir(parents=True, exist_ok=True)
-    tmp = results / "policy.json.tmp"
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, results / "policy.json")
 
     c = report["conditions"]
     lines = [
@@ -696,9 +693,7 @@ def write_reports(report: dict, results: Path = RESULTS) -> None:
         lines += ["", "Targets (warm session, end-to-end, best):", ""]
         for t in report["targets"]:
             lines.append(f"- {t['what']}: {t['seconds']:.2f} s vs target {t['target_s']} s: {'met' if t['met'] else 'NOT met'}")
-    tmp = results / "policy.md.tmp"
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, results / "policy.md")
+    write_results("policy", report, "\n".join(lines), results)
 
 
 # ---------------------------------------------------------------------------------------------

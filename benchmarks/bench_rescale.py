@@ -23,18 +23,14 @@ change, and the wall time of the whole call (including the verification re-reads
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +46,9 @@ from autoscaler.rescale.in_place import rescale_in_place  # noqa: E402
 from autoscaler.rescale.result import RescaleResult  # noqa: E402
 from autoscaler.rescale.savepoint import rescale_with_savepoint  # noqa: E402
 from tests.helpers import free_port  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import machine, stats, write_results  # noqa: E402
 
 FLINK_SH = ROOT / "scripts" / "flink.sh"
 JAR = testjob.JAR
@@ -173,54 +172,27 @@ def _row(cycle: int, result: RescaleResult, call_s: float, size: int | None) -> 
     }
 
 
-def _stats(values: list[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    return {"n": len(values), "min": min(values), "median": round(statistics.median(values), 3), "max": max(values)}
-
-
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in ("downtime_s", "savepoint_s", "restart_s", "call_s"):
-        out[key] = _stats([r[key] for r in rows if r[key] is not None])
+        out[key] = stats([r[key] for r in rows if r[key] is not None])
         for direction, (a, b) in {"up": (1, 4), "down": (4, 1)}.items():
-            out[f"{key}_{direction}"] = _stats([r[key] for r in rows if r[key] is not None and (r["from"], r["to"]) == (a, b)])
+            out[f"{key}_{direction}"] = stats([r[key] for r in rows if r[key] is not None and (r["from"], r["to"]) == (a, b)])
     sizes = [r["state_bytes"] for r in rows if r["state_bytes"] is not None]
-    out["state_bytes"] = _stats(sizes)
+    out["state_bytes"] = stats(sizes)
     return out
 
 
 def conditions(args: argparse.Namespace) -> dict[str, Any]:
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr.splitlines()
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "?",
-    )
+    base = machine()
     return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "cores": os.cpu_count(),
-        "cpu": cpu,
-        "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
-        "platform": platform.platform(),
-        "java": java[0] if java else "?",
-        "python": platform.python_version(),
+        **base,
+        "load_avg_1m_at_start": base["load_avg_at_start"][0],
         "profiles": {name: PROFILES[name] for name in args.profiles},
         "cycles": args.cycles,
         "settle_s": args.settle_s,
         "poll_s": args.poll_s,
     }
-
-
-def write(report: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    for name, text in (("rescale.json", json.dumps(report, indent=2) + "\n"), ("rescale.md", markdown(report))):
-        tmp = RESULTS / f"{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, RESULTS / name)
 
 
 def _f(value: float | None) -> str:
@@ -314,7 +286,7 @@ def main(argv: list[str]) -> None:
     loads = [x["load_1m"] for r in runs for x in r["rescales"]]
     started["load_avg_1m_during"] = {"min": min(loads), "max": max(loads)}
     report = {"conditions": started, "runs": runs}
-    write(report)
+    write_results("rescale", report, markdown(report))
     print(f"bench: wrote {RESULTS / 'rescale.json'} and {RESULTS / 'rescale.md'}", flush=True)
     print((RESULTS / "rescale.md").read_text())
 

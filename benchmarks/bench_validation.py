@@ -16,12 +16,9 @@ Results: ``benchmarks/results/validation.json`` and ``validation.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,9 +30,11 @@ import psutil
 import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT / "include", ROOT):
+for extra in (ROOT / "include", ROOT, Path(__file__).resolve().parent):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
+
+from harness import machine, write_results  # noqa: E402
 
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, read_epochs, write_epochs  # noqa: E402
 from autoscaler.store.schemas import METRICS, VALIDATIONS  # noqa: E402
@@ -212,18 +211,17 @@ def conditions() -> dict:
     import pandas
     import pyspark
 
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    base = machine()
     return {
-        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.1f} GB RAM, {platform.platform()}",
-        "python": platform.python_version(),
+        **base,
+        "measured_at": base["date"],
+        "machine": f"{base['cores']} cores, {base['ram_gb']} GB RAM, {base['platform']}",
         "great_expectations": great_expectations.__version__,
         "pandas": pandas.__version__,
         "pyspark": pyspark.__version__,
-        "java": java[0] if java else "unknown",
         "spark_master": "local[*], one warm session (policy_session), GX spark datasource with persist=True",
         "suite": _suite_sizes(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_average_at_start": base["load_avg_at_start"],
     }
 
 
@@ -237,9 +235,8 @@ def _suite_sizes() -> str:
     )
 
 
-def write_results(results: dict) -> None:
+def write_report(results: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "validation.json").write_text(json.dumps(results, indent=2) + "\n")
     c = results["conditions"]
     lines = [
         "# Metrics validation (Great Expectations): time per epoch and per backfill range",
@@ -266,7 +263,7 @@ def write_results(results: dict) -> None:
         lines.append(f"| {r['case']} | {rows} | {r['engine']} | {times} | {r['runs']} | {r['rss_mb_after']:,.0f} |")
     if results.get("faster_for_ranges"):
         lines += ["", f"Faster for backfill ranges: **{results['faster_for_ranges']}** (the default of `validate_range`)."]
-    (RESULTS / "validation.md").write_text("\n".join(lines) + "\n")
+    write_results("validation", results, "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         results["range"] = bench_range(rows, args.range_repeat, engines)
         if len(results["range"]) == 2:
             results["faster_for_ranges"] = min(results["range"], key=lambda r: r["best_s"])["engine"]
-    write_results(results)
+    write_report(results)
     print(f"wrote {RESULTS / 'validation.json'} and {RESULTS / 'validation.md'}")
     return 0
 
