@@ -64,22 +64,18 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
     ti = context["ti"]
     epoch = epoch_for(job, context)
     kind = run_type(context)
-    decisions = read_epochs(store_root(), DECISIONS, job.name, [epoch]).to_pylist()
+    history = audit.epoch_history(store_root(), job.name, epoch, job.stability.activation_epochs)
     validation = ti.xcom_pull(task_ids="validate") or {}
-    decidable = bool(decisions) and validation.get("decidable", True)
-    last = audit.last_rescale(store_root(), job.name, epoch)
-    decided = audit.decided_epochs(
-        store_root(), job.name, last.epoch if last else -1, epoch, job.stability.activation_epochs
-    )
+    decidable = bool(history.decisions) and validation.get("decidable", True)
     docs = validation.get("docs") or []
     plan = decide(
         job,
         epoch,
-        decisions,
+        history.decisions,
         decidable=decidable,
         not_decidable_reason=validation.get("summary", "") if not validation.get("decidable", True) else "",
-        last_rescale=last,
-        decided_epochs_since_rescale=decided,
+        last_rescale=history.last_rescale,
+        decided_epochs_since_rescale=history.decided_epochs,
         free_slots=_free_slots(job) if kind == LIVE else None,
         now=datetime.now(UTC),
         validation=(validation.get("summary", "") + (f" — [Data Docs]({docs_link(docs[0])})" if docs else "")) or None,

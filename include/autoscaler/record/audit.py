@@ -9,6 +9,7 @@ replaces its row.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,22 @@ def decided_epochs(store_root: str | Path, job: str, after_epoch: int, up_to_epo
     for row in rows:
         status[row["epoch"]] = status.get(row["epoch"], True) and row["status"] == "ok"
     return sum(status.values())
+
+
+@dataclass(frozen=True)
+class EpochHistory:
+    """What the decide rules read about an epoch: its DS2 decisions and the job's rescale history."""
+
+    decisions: list[dict[str, Any]]  # the epoch's DECISIONS rows
+    last_rescale: LastRescale | None  # the newest rescale before the epoch after which the job restarted
+    decided_epochs: int  # complete decisions since that rescale (at most ``enough``)
+
+
+def epoch_history(store_root: str | Path, job: str, epoch: int, enough: int) -> EpochHistory:
+    """The decisions of ``epoch`` and the history the stability rules need, in one call."""
+    last = last_rescale(store_root, job, epoch)
+    decided = decided_epochs(store_root, job, last.epoch if last else -1, epoch, enough)
+    return EpochHistory(read_epochs(store_root, DECISIONS, job, [epoch]).to_pylist(), last, decided)
 
 
 def validation_summary(store_root: str | Path, job: str, epoch: int) -> str | None:
