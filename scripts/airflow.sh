@@ -170,14 +170,7 @@ load_instance_env() {
 
 component_pid() { live_pid "$PID_DIR/$1.pid"; }
 
-our_daemons() { # "<pid> <component>" per running component
-  local c pid
-  for c in "${COMPONENTS[@]}"; do
-    pid=$(component_pid "$c")
-    [ -n "$pid" ] && echo "$pid $c"
-  done
-  return 0
-}
+our_daemons() { component_pids; } # "<pid> <component>" per running component
 
 running_count() { our_daemons | wc -l; }
 

@@ -90,6 +90,16 @@ squote() { # a value in single quotes, for bash
 
 # Sends SIGTERM to the given pids, waits up to STOP_TIMEOUT s for them to exit, then SIGKILLs what
 # is left. Fails when a pid survives SIGKILL.
+# "<pid> <component>" for each of COMPONENTS running (pid files in PID_DIR, checked by live_pid).
+component_pids() {
+  local c pid
+  for c in "${COMPONENTS[@]}"; do
+    pid=$(live_pid "$PID_DIR/$c.pid")
+    [ -n "$pid" ] && echo "$pid $c"
+  done
+  return 0
+}
+
 stop_pids() {
   local deadline pid left
   kill -TERM "$@" 2>/dev/null || true

@@ -59,14 +59,7 @@ read_state() {
 
 component_pid() { live_pid "$PID_DIR/$1.pid"; }
 
-our_pids() {
-  local c pid
-  for c in "${COMPONENTS[@]}"; do
-    pid=$(component_pid "$c")
-    [ -n "$pid" ] && echo "$pid"
-  done
-  return 0
-}
+our_pids() { component_pids | cut -d' ' -f1; }
 
 start_component() { # $1 name, then the command
   local c=$1 pid start

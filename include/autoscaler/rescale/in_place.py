@@ -17,7 +17,15 @@ from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.models import JobSummary
 from autoscaler.record.outcomes import FAILED, NOOP, SUCCEEDED
-from autoscaler.rescale.checks import ENDED_STATES, check_target, check_timeout, job_summary, validate_against_job, wait_running
+from autoscaler.rescale.checks import (
+    ENDED_STATES,
+    Wait,
+    check_target,
+    check_timeout,
+    job_summary,
+    validate_against_job,
+    wait_running,
+)
 from autoscaler.rescale.journal import JOURNAL_VERSION, Journal, open_journal, seconds_since, time_mark, utcnow
 from autoscaler.rescale.result import RescaleResult
 
@@ -142,6 +150,21 @@ class _InPlaceRescale:
     def _requirements(self, parallelism: Mapping[str, int]) -> dict[str, tuple[int, int]]:
         return {self.state["vertex_ids"][name]: (1, p) for name, p in parallelism.items()}
 
+    def _wait_at(self, parallelism: Mapping[str, int]) -> tuple[Wait, _CheckpointNudge]:
+        """Wait for the job to run all tasks at ``parallelism``, nudging the scheduler with checkpoints."""
+        checkpoint = _CheckpointNudge(self.client, self.state["job_id"])
+        wait = wait_running(
+            self.client,
+            self.state["job_id"],
+            parallelism,
+            self.job_name,
+            deadline=time.monotonic() + self.timeout_s,
+            poll_s=self.poll_s,
+            mismatch_final_after=None,
+            on_poll=checkpoint.poll,
+        )
+        return wait, checkpoint
+
     def _apply(self) -> RescaleResult:
         if self.state["put"] is None:
             self.state["put"] = time_mark()  # the first PUT: what the downtime counts from, also after a retry
@@ -149,17 +172,7 @@ class _InPlaceRescale:
         job_id = self.state["job_id"]
         # Idempotent: a retry sends the same requirements again.
         self.client.set_resource_requirements(job_id, self._requirements(self.state["expected"]))
-        checkpoint = _CheckpointNudge(self.client, job_id)
-        wait = wait_running(
-            self.client,
-            job_id,
-            self.state["expected"],
-            self.job_name,
-            deadline=time.monotonic() + self.timeout_s,
-            poll_s=self.poll_s,
-            mismatch_final_after=None,
-            on_poll=checkpoint.poll,
-        )
+        wait, checkpoint = self._wait_at(self.state["expected"])
         if wait.reason is None:
             downtime = seconds_since(self.state["put"], wait.running_at)
             note = f" ({checkpoint.problem})" if checkpoint.problem else ""
@@ -186,17 +199,7 @@ class _InPlaceRescale:
                 f"{failure}. Restoring the previous resource requirements failed too ({exc}): the job may run at a "
                 f"parallelism nobody asked for; set them back by hand: {self.state['previous_requirements']}.",
             )
-        checkpoint = _CheckpointNudge(self.client, job_id)
-        wait = wait_running(
-            self.client,
-            job_id,
-            self.state["old_parallelism"],
-            self.job_name,
-            deadline=time.monotonic() + self.timeout_s,
-            poll_s=self.poll_s,
-            mismatch_final_after=None,
-            on_poll=checkpoint.poll,
-        )
+        wait, _ = self._wait_at(self.state["old_parallelism"])
         if wait.reason is None:
             now = "it runs at its previous parallelism again"
         else:
