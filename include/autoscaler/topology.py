@@ -105,9 +105,11 @@ def read_topology_csv(path: str | Path) -> Topology:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise InputError(str(path), f"cannot read topology file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start})") from None
     seen: dict[str, tuple[str, int, int]] = {}  # id -> (name, instances, first line)
     edges: list[tuple[str, str]] = []
     for line_no, raw in enumerate(text.splitlines(), start=1):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from autoscaler.config.jobs import JobConfig, data_dir
-from autoscaler.rescale.journal import ACTION_ID_CHARS, ACTION_ID_MAX
+from autoscaler.rescale.journal import safe_name
 
 LIVE, BACKFILL, WHAT_IF = "live", "backfill", "what-if"
 DOCS_URL_PREFIX = "/ds2-docs"  # where the api-server serves the validation Data Docs (docs_plugin.py)
@@ -61,5 +60,5 @@ def run_type(context: Mapping[str, Any]) -> str:
 
 def safe_run_id(context: Mapping[str, Any]) -> str:
     run_id = str(getattr(context.get("dag_run"), "run_id", None) or context.get("run_id") or "adhoc")
-    # Within the characters an action id may hold (it names the rescale journal's file).
-    return re.sub(f"[^{ACTION_ID_CHARS}]", "_", run_id)[:ACTION_ID_MAX]
+    # An action id names the rescale journal's file and a what-if folder: cleaned injectively.
+    return safe_name(run_id)

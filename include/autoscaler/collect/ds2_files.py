@@ -37,6 +37,13 @@ _RATE_FIELDS = RATE_COLUMNS[4:]
 _RATE_FILE_NAME = re.compile(r"^(?P<name>.+)-(?P<instance>\d+)-(?P<epoch>\d+)\.[^.]+$")
 
 
+MAX_TIMESTAMP_NS = 2**63  # the metrics table's timestamps are 64-bit nanoseconds
+
+
+def _short_text(fields: list[str]) -> str:
+    return fields[3] if len(fields[3]) <= 30 else fields[3][:27] + "..."
+
+
 @dataclass(frozen=True)
 class RateRecord:
     operator_id: str
@@ -67,6 +74,9 @@ def parse_rate_line(line: str, topology: Topology, source: str, line_no: int) ->
         except ValueError:
             raise InputError(source, f"operator {op_id!r}: {name} {text!r} is not an integer", line_no) from None
     instance, total, ts = ints
+    if not 0 <= ts < MAX_TIMESTAMP_NS:
+        problem = f"operator {op_id!r}: timestamp {_short_text(fields)} is outside 0..2^63 ns (1970-2262)"
+        raise InputError(source, problem, line_no)
     expected = topology.operators[op_id].parallelism
     if total != expected:
         raise InputError(source, f"operator {op_id!r}: total_instances {total} disagrees with the topology ({expected})", line_no)
@@ -90,14 +100,19 @@ def parse_rate_line(line: str, topology: Topology, source: str, line_no: int) ->
 
 def _data_lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
-        handle = path.open(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    with handle:
-        for line_no, raw in enumerate(handle, start=1):
-            line = raw.strip()
-            if line and not line.startswith("#"):
-                yield line_no, line
+    try:
+        # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first operator id.
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line_no = data[: exc.start].count(b"\n") + 1
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start})", line_no) from None
+    for line_no, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            yield line_no, line
 
 
 def read_rates_log(path: str | Path, topology: Topology) -> list[RateRecord]:
@@ -137,7 +152,7 @@ def read_rate_files(folder: str | Path, topology: Topology) -> tuple[list[RateRe
     for path in sorted(folder.iterdir()):
         if path.name.startswith(".") or not path.is_file():
             continue
-        match = _RATE_FILE_NAME.match(path.name)
+        match = _RATE_FILE_NAME.fullmatch(path.name)
         if not match:
             raise InputError(str(path), "file name is not <operator name>-<instance>-<epoch>.<ext>")
         name, instance, epoch = match["name"], int(match["instance"]), int(match["epoch"])

@@ -11,9 +11,9 @@ from typing import Any
 from autoscaler.config.options import Option
 from autoscaler.errors import InputError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-_CONN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,250}$")
+_CONN_ID = re.compile(r"[A-Za-z0-9_.-]{1,250}")
 
 
 def parse_duration(value: Any, where: str) -> timedelta:
@@ -29,7 +29,10 @@ def parse_duration(value: Any, where: str) -> timedelta:
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"{where}: must be a finite duration >= 0, got {value!r}")
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise ValueError(f"{where}: {value!r} is longer than any duration this can hold") from None
 
 
 class Fields:

@@ -307,14 +307,19 @@ def _read_config(path: str | Path | None) -> tuple[Any, str]:
     except ValueError:
         rel = path
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise InputError(str(rel), f"cannot read the jobs config: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(rel), f"the jobs config is not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(str(rel), f"not valid YAML: {getattr(exc, 'problem', exc)}", mark.line + 1 if mark else None) from None
+    except (ValueError, OverflowError) as exc:
+        # PyYAML builds dates and numbers itself: e.g. start_date: 2026-13-45 -> "month must be in 1..12".
+        raise InputError(str(rel), f"a value YAML reads as a date or number is out of range ({exc})") from None
     return data, str(rel)
 
 

@@ -120,6 +120,23 @@ def _bound(bounds: Mapping[str, int], op: OperatorPlan) -> int | None:
     return bounds.get(op.operator_name, bounds.get(op.operator_id))
 
 
+_REQUIRED = ("operator_id", "operator_name", "is_source", "current_parallelism", "target_parallelism", "status")
+
+
+def _row_problem(d: Mapping[str, Any]) -> str | None:
+    """Why a decision row cannot be acted on (None: it can); bad data never becomes a rescale."""
+    if not isinstance(d, Mapping):
+        return f"a decision row is a {type(d).__name__}, not a mapping"
+    missing = [k for k in _REQUIRED if k not in d or (d[k] is None and not (k == "target_parallelism" and d.get("is_source")))]
+    if missing:
+        return f"decision of {d.get('operator_name', '?')!r} lacks {', '.join(missing)}"
+    for key in ("current_parallelism",) + (() if d["is_source"] else ("target_parallelism",)):
+        value = d[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
+            return f"decision of {d['operator_name']!r}: {key} is {value!r}, not a parallelism >= 1"
+    return None
+
+
 def _operators(decisions: Iterable[Mapping[str, Any]]) -> list[OperatorPlan]:
     ops = []
     for d in decisions:
@@ -168,8 +185,11 @@ def decide(
     included) whose decisions were complete; ``free_slots`` is the cluster's available task
     slots (None skips the capacity check).
     """
-    ops = _operators(decisions)
     name = job.name
+    problems = [p for p in map(_row_problem, decisions) if p]
+    if problems:
+        return _noop(name, epoch, [], f"the epoch's decisions cannot be acted on: {problems[0]}", validation)
+    ops = _operators(decisions)
     if not ops:
         why = f"epoch not decidable: {not_decidable_reason}" if not decidable and not_decidable_reason else ""
         return _noop(name, epoch, ops, why or f"no decision was computed for epoch {epoch}", validation)

@@ -6,30 +6,30 @@ import re
 
 from autoscaler.errors import InputError
 
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
-_JAR_ID = re.compile(r"^[0-9A-Za-z-]+_[0-9A-Za-z._-]+\.jar$")
+_HEX32 = re.compile(r"[0-9a-f]{32}")  # used with fullmatch: no trailing newline
+_JAR_ID = re.compile(r"[0-9A-Za-z-]+_[0-9A-Za-z._-]+\.jar")
 
 
 def job_id(value: str) -> str:
-    if not isinstance(value, str) or not _HEX32.match(value):
+    if not isinstance(value, str) or not _HEX32.fullmatch(value):
         raise InputError("Flink job id", f"{value!r} is not a Flink job id (32 lowercase hex digits)")
     return value
 
 
 def vertex_id(value: str) -> str:
-    if not isinstance(value, str) or not _HEX32.match(value):
+    if not isinstance(value, str) or not _HEX32.fullmatch(value):
         raise InputError("Flink vertex id", f"{value!r} is not a Flink vertex id (32 lowercase hex digits)")
     return value
 
 
 def trigger_id(value: str) -> str:
-    if not isinstance(value, str) or not _HEX32.match(value):
+    if not isinstance(value, str) or not _HEX32.fullmatch(value):
         raise InputError("Flink trigger id", f"{value!r} is not a Flink trigger/request id (32 lowercase hex digits)")
     return value
 
 
 def jar_id(value: str) -> str:
-    if not isinstance(value, str) or not _JAR_ID.match(value) or ".." in value:
+    if not isinstance(value, str) or not _JAR_ID.fullmatch(value) or ".." in value:
         raise InputError("Flink jar id", f"{value!r} is not a jar id returned by /jars/upload (<uuid>_<name>.jar)")
     return value
 

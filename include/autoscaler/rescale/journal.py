@@ -8,6 +8,7 @@ boot) can still measure from.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -26,6 +27,32 @@ JOURNAL_VERSION = 1
 ACTION_ID_CHARS = "A-Za-z0-9_.:+=@-"
 ACTION_ID_MAX = 200
 ACTION_ID = re.compile(f"[A-Za-z0-9_][{ACTION_ID_CHARS}]{{0,{ACTION_ID_MAX - 1}}}")
+_KEPT = re.compile(r"[A-Za-z0-9_.:+@-]")  # ACTION_ID_CHARS but "=", the escape character
+
+
+def safe_name(text: str) -> str:
+    """``text`` as an action id, injectively, so that two run ids never share a journal.
+
+    Characters outside ACTION_ID_CHARS, "=" itself, a leading "." and a "." after a "." become
+    ``=XX`` per UTF-8 byte (so ``run~1`` and ``run_1`` stay apart, and ``..`` cannot name a
+    parent folder). A name that would not start with a letter, digit or "_" gets the prefix
+    ``_=_``, which escaping never produces ("=" is always followed by two hex digits there).
+    Longer than ACTION_ID_MAX: cut, with a hash of the whole text for uniqueness.
+    """
+    out: list[str] = []
+    for char in text:
+        after_dot = bool(out) and out[-1] == "."
+        if _KEPT.fullmatch(char) and not (char == "." and (not out or after_dot)):
+            out.append(char)
+        else:
+            out.extend(f"={byte:02X}" for byte in char.encode("utf-8"))
+    name = "".join(out)
+    if not name or not (name[0].isascii() and (name[0].isalnum() or name[0] == "_")):
+        name = "_=_" + name
+    if len(name) > ACTION_ID_MAX:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        name = f"{name[: ACTION_ID_MAX - 17]}={digest}"
+    return name
 
 
 @dataclass

@@ -33,12 +33,12 @@ from autoscaler.errors import InputError
 from autoscaler.store.schemas import Table
 
 EPOCH_BLOCK_SIZE = 1024
-_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # used with fullmatch
 
 
 def validate_job_name(job: str) -> str:
     """Job names become folder names and URL parts: letters, digits, ``_ . -`` only."""
-    if not isinstance(job, str) or not _JOB_NAME.match(job):
+    if not isinstance(job, str) or not _JOB_NAME.fullmatch(job):
         raise InputError(
             "job", f"invalid job name {job!r}: use 1-128 letters, digits, '_', '.', '-' (not starting with '.', '_' or '-')"
         )
@@ -123,8 +123,17 @@ def write_epochs(root: str | Path, table: Table, job: str, data: pa.Table) -> li
     return epochs
 
 
+def _read_block(table: Table, path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path, schema=table.arrow_schema(with_partitions=False))
+    except (pa.ArrowInvalid, OSError) as exc:
+        # A torn or foreign file: say which, instead of Arrow's "Parquet magic bytes not found".
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(str(path), f"a {table.name} block of the store cannot be read ({first}): move it aside") from None
+
+
 def _read_files(table: Table, files: Iterable[Path]) -> pa.Table:
-    parts = [pq.read_table(f, schema=table.arrow_schema(with_partitions=False)) for f in sorted(files)]
+    parts = [_read_block(table, f) for f in sorted(files)]
     if not parts:
         return table.arrow_schema(with_partitions=False).empty_table()
     return pa.concat_tables(parts)
