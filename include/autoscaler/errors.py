@@ -2,6 +2,28 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+# Parameters whose values are secrets: in a query string (?token=...) or Spark Connect's ;token=...
+_SECRET_PARAM = re.compile(r"([?&;](?:token|user_id|password|passwd|secret|key|signature|sig|access_token)=)[^&;#]*", re.I)
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit to print: the password of its user info and secret parameters become ``***``."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is not None:
+            user = parts.username or ""
+            host = parts.hostname or ""
+            if ":" in host:
+                host = f"[{host}]"
+            netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+            url = urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        url = re.sub(r"//[^/@]*@", "//***@", url)  # unparsable: drop the user info whole
+    return _SECRET_PARAM.sub(r"\1***", url)
+
 
 class InputError(ValueError):
     """Bad user input: a file, a line in it, an option or a stored partition.

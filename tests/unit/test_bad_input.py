@@ -160,3 +160,21 @@ def test_run_ids_become_distinct_safe_names():
     for name in names.values():
         assert ACTION_ID.fullmatch(name) and ".." not in name and not name.startswith(".")
     assert safe_name("manual__2026-11-23T11:41:40.504228+00:00") == "manual__2026-11-23T11:41:40.504228+00:00"
+
+
+# -- secrets never printed ----------------------------------------------------------------------
+
+
+def test_credentials_in_a_flink_url_are_used_but_never_printed():
+    from autoscaler.errors import redact_url
+    from autoscaler.flink.client import FlinkConnection, FlinkRestClient, FlinkUnreachable
+
+    connection = FlinkConnection("http://user:S3cretPW@127.0.0.1:9", retries=0, timeout_s=1)
+    assert connection.base_url == "http://127.0.0.1:9" and (connection.username, connection.password) == ("user", "S3cretPW")
+    client = FlinkRestClient(connection)
+    assert client.session.auth == ("user", "S3cretPW")  # still authenticates
+    with pytest.raises(FlinkUnreachable) as err:
+        client.overview()
+    assert "S3cretPW" not in str(err.value) and "S3cretPW" not in repr(connection) and "S3cretPW" not in (err.value.url or "")
+    assert redact_url("https://u:p%40ss@h:8443/x?token=abc&a=1") == "https://u:***@h:8443/x?token=***&a=1"
+    assert redact_url("sc://h:15002/;token=abc;user_id=me") == "sc://h:15002/;token=***;user_id=***"

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -48,6 +49,22 @@ class FlinkConnection:
     timeout_s: float = 10.0
     retries: int = 4
     backoff_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        # Credentials in the URL (http://user:pw@host) move to basic auth: the URL is printed in errors.
+        try:
+            parts = urlsplit(self.base_url)
+            username, password = parts.username, parts.password
+        except ValueError:
+            return
+        if username is None and password is None:
+            return
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+        object.__setattr__(self, "base_url", urlunsplit(parts._replace(netloc=netloc)))
+        if self.username is None and self.token is None:
+            object.__setattr__(self, "username", unquote(username or ""))
+            object.__setattr__(self, "password", unquote(password or ""))
 
     def __repr__(self) -> str:  # never print secrets
         auth = "token" if self.token else "basic" if self.username else "none"

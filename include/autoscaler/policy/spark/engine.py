@@ -22,6 +22,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from autoscaler.errors import redact_url
+
 # Runtime SQL settings of every client session (the server's static ones are in
 # conf/spark/connect-server.conf): the same as policy_session() gives a spark-submit run.
 SESSION_CONF = {
@@ -48,7 +50,7 @@ def address(url: str) -> tuple[str, int]:
 
 def redact(url: str) -> str:
     """The URL without its token or user parameters (they are secrets)."""
-    return re.sub(r"(;(?:token|user_id)=)[^;]*", r"\1***", url)
+    return redact_url(url)
 
 
 def check_reachable(url: str, timeout_s: float = 3.0, what: str = "") -> None:
