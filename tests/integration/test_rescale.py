@@ -249,18 +249,22 @@ def test_noop_when_already_at_target(clean_flink, tmp_path):
     assert running(client, name) == [job_id] and savepoints(tmp_path / "sp") == []
 
 
-def test_jar_is_uploaded_only_when_missing(clean_flink, tmp_path):
+def test_the_jar_is_pinned_by_content_and_uploaded_only_when_missing(clean_flink, tmp_path):
     client = clean_flink.client
+    jar = tmp_path / TESTJOB_JAR.name
+    jar.write_bytes(TESTJOB_JAR.read_bytes())
+    # The fixture uploaded a jar of the same file name: not made by this resolver, so never reused
+    # (it stands for a planted jar).
+    first = resolve_jar(client, deployment("rs-jar", tmp_path, jar_path=jar))
+    assert first != clean_flink.jar_id and first.endswith(f"_{jar.name}")
     before = client.jars()
-    dep = deployment("rs-jar", tmp_path)
-    assert resolve_jar(client, dep) == clean_flink.jar_id  # the fixture's upload, found by file name
+    assert resolve_jar(client, deployment("rs-jar", tmp_path, jar_path=jar)) == first  # reused, no upload
     assert client.jars() == before
-    renamed = tmp_path / "renamed-testjob.jar"
-    renamed.write_bytes(TESTJOB_JAR.read_bytes())
-    new_id = resolve_jar(client, deployment("rs-jar", tmp_path, jar_path=renamed))
-    assert new_id.endswith("_renamed-testjob.jar") and len(client.jars()) == len(before) + 1
-    assert resolve_jar(client, deployment("rs-jar", tmp_path, jar_path=renamed)) == new_id
-    client._request("DELETE", f"/jars/{new_id}")
+    jar.write_bytes(jar.read_bytes() + b"\0")  # changed content: uploaded again
+    second = resolve_jar(client, deployment("rs-jar", tmp_path, jar_path=jar))
+    assert second not in (first, clean_flink.jar_id) and len(client.jars()) == len(before) + 1
+    for jar_id in (first, second):
+        client._request("DELETE", f"/jars/{jar_id}")
 
 
 @pytest.mark.parametrize(

@@ -178,3 +178,39 @@ def test_credentials_in_a_flink_url_are_used_but_never_printed():
     assert "S3cretPW" not in str(err.value) and "S3cretPW" not in repr(connection) and "S3cretPW" not in (err.value.url or "")
     assert redact_url("https://u:p%40ss@h:8443/x?token=abc&a=1") == "https://u:***@h:8443/x?token=***&a=1"
     assert redact_url("sc://h:15002/;token=abc;user_id=me") == "sc://h:15002/;token=***;user_id=***"
+
+
+# -- the jar a rescale runs is pinned by content ---------------------------------------------------
+
+
+class FakeJars:
+    """The /jars part of a Flink REST API: anyone may upload a jar of any file name."""
+
+    def __init__(self) -> None:
+        self.files: list[dict] = []
+        self.uploads = 0
+
+    def jars(self) -> list[dict]:
+        return list(self.files)
+
+    def upload_jar(self, path: Path, name: str | None = None) -> str:
+        self.uploads += 1
+        jar_id = f"{self.uploads:08d}-0000-0000-0000-000000000000_{name or path.name}"
+        self.files.append({"id": jar_id, "name": name or path.name, "uploaded": self.uploads})
+        return jar_id
+
+
+def test_a_planted_jar_of_the_same_name_is_never_run(tmp_path):
+    from autoscaler.flink.deployment import JobDeployment, resolve_jar
+
+    jar = tmp_path / "job.jar"
+    jar.write_bytes(b"our job")
+    dep = JobDeployment("j", "/tmp/sp", {"Count": "--c"}, jar_path=jar)
+    flink = FakeJars()
+    ours = resolve_jar(flink, dep)  # type: ignore[arg-type]
+    assert resolve_jar(flink, dep) == ours and flink.uploads == 1  # our own upload is reused
+    planted = flink.upload_jar(jar, "job.jar")  # someone else's newer jar with the same file name
+    assert resolve_jar(flink, dep) == ours != planted
+    jar.write_bytes(b"our job, rebuilt")  # a changed jar is uploaded again, not confused with the old
+    rebuilt = resolve_jar(flink, dep)
+    assert rebuilt not in (ours, planted) and resolve_jar(flink, dep) == rebuilt

@@ -9,6 +9,9 @@ Pure Python: no Airflow import.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +27,8 @@ class JobDeployment:
 
     - ``job_name``: the Flink job name; every restart gets a new job id, so the running job
       is always found by this name. ``base_args`` must make the job carry it.
-    - ``jar_path``: the local jar, uploaded only when no jar of that file name is uploaded yet
-      (jars are matched by file name, so give a changed jar a new name); or ``jar_id``: a jar
-      already uploaded (``<uuid>_<name>.jar``).
+    - ``jar_path``: the local jar, pinned by its SHA-256 (see :func:`resolve_jar`); or ``jar_id``:
+      a jar already uploaded (``<uuid>_<name>.jar``), pinned by that id.
     - ``base_args``: program arguments that do not depend on parallelism. Options that must be
       the same on every restart belong here (for the test job: ``--schedule-start-ms``, so the
       rate schedule continues instead of starting over).
@@ -113,18 +115,54 @@ def check_parallelism(name: str, value: object) -> int:
     return value
 
 
-def resolve_jar(client: FlinkRestClient, deployment: JobDeployment) -> str:
-    """The uploaded jar id to run: ``jar_id``, the newest upload of ``jar_path``'s file name, or a new upload.
+def uploads_record(jar_path: Path) -> Path:
+    """Where the jar ids this project uploaded for ``jar_path`` are recorded, with the content hash."""
+    return jar_path.with_name(f".{jar_path.name}.uploads.json")
 
-    Looked up on every (re)start because uploads vanish when the cluster's upload folder is
-    wiped; uploading only when missing keeps a rescale's downtime free of the upload.
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_record(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def resolve_jar(client: FlinkRestClient, deployment: JobDeployment) -> str:
+    """The uploaded jar id to run, pinned by content: ``jar_id``, or an upload of ``jar_path`` itself.
+
+    Jars on the cluster are only known by file name, and anyone who can reach the REST API can
+    upload one: reusing "the newest jar of that name" would run a planted jar. So an upload of
+    ``jar_path`` is reused only when this project made it (its id is in the jar's uploads record,
+    ``.<jar>.uploads.json`` beside it) from a file with the same SHA-256 as the jar now; otherwise
+    the jar is uploaded again. Looked up on every (re)start because uploads vanish when the
+    cluster's upload folder is wiped; reusing keeps a rescale's downtime free of the upload.
     """
     if deployment.jar_id is not None:
         return deployment.jar_id
     path = Path(deployment.jar_path)  # type: ignore[arg-type]  # __post_init__: exactly one is set
-    same_name = [j for j in client.jars() if j.get("name") == path.name]
-    if same_name:
-        return ids.jar_id(max(same_name, key=lambda j: j.get("uploaded", 0))["id"])
     if not path.is_file():
-        raise InputError(str(path), "the job's jar does not exist (and no jar of that name is uploaded to Flink)")
-    return client.upload_jar(path)
+        raise InputError(str(path), "the job's jar does not exist")
+    digest, record_path = _sha256(path), uploads_record(path)
+    record = _read_record(record_path)
+    ours = [j for j in client.jars() if record.get(str(j.get("id"))) == digest]
+    if ours:
+        return ids.jar_id(max(ours, key=lambda j: j.get("uploaded", 0))["id"])
+    jar_id = client.upload_jar(path)
+    alive = {str(j.get("id")) for j in client.jars()}
+    record = {k: v for k, v in record.items() if k in alive} | {jar_id: digest}
+    try:
+        tmp = record_path.with_name(f"{record_path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+        tmp.replace(record_path)
+    except OSError:
+        pass  # a read-only jar folder: the next (re)start uploads again, which is safe, only slower
+    return jar_id
