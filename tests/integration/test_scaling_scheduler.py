@@ -121,7 +121,8 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, 
     # The body links the epoch's validation result, served by the api-server (ds2_airflow/docs_plugin.py).
     link = re.search(r"\[Data Docs\]\((http[^)]+)\)", detail["body"])
     assert link and link.group(1).startswith(server.base_url + "/ds2-docs/"), detail["body"]
-    page = requests.get(link.group(1), timeout=30)
+    # (This server runs all-admins; tests/integration/test_auth.py checks that anonymous requests are refused.)
+    page = requests.get(link.group(1), cookies={"_token": server.token()}, timeout=30)
     assert page.status_code == 200 and "gated" in page.text and "<html" in page.text.lower()
     server.screenshot(
         f"/dags/{DAG}/runs/{detail['task_instance']['dag_run_id']}/tasks/approve/required_actions", shots / "approval.png"

@@ -98,3 +98,18 @@ def test_a_task_process_builds_only_its_own_dag(monkeypatch, tmp_path):
     monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_TASK_ID", "collect")
     bag = load(monkeypatch, tmp_path, [entry("a"), entry("b"), entry("c")])
     assert set(bag.dags) == {"ds2_b"} and bag.import_errors == {}
+
+
+def test_data_docs_pages_are_served_from_inside_their_folder_only(tmp_path):
+    from fastapi import HTTPException
+
+    from ds2_airflow.docs_plugin import docs_page
+
+    (tmp_path / "docs" / "run").mkdir(parents=True)
+    (tmp_path / "docs" / "run" / "index.html").write_text("<html>")
+    (tmp_path / "secret.txt").write_text("no")
+    assert docs_page(tmp_path / "docs", "run") == (tmp_path / "docs" / "run" / "index.html").resolve()
+    for bad in ("../secret.txt", "run/../../secret.txt", "/etc/passwd", "missing.html"):
+        with pytest.raises(HTTPException) as err:
+            docs_page(tmp_path / "docs", bad)
+        assert err.value.status_code == 404
