@@ -21,7 +21,7 @@ demo-ui: setup
 offline: setup
 	bin/ds2-policy --topology $(EXAMPLE)/flink_wordcount_topology.csv --rates $(EXAMPLE)/flink_rates.log --table
 
-## Local Flink (8081, test job running) + Airflow (8080, admin/admin) for the jobs in include/jobs.yaml.
+## Local Flink (8081, test job running) + Airflow (8080, user admin, password generated and shown once) for the jobs in include/jobs.yaml.
 up: setup
 	$(PY) scripts/ds2_local.py up
 down:
@@ -58,7 +58,7 @@ flink-status:
 flink-job: setup
 	scripts/flink.sh build-job
 
-## Local Airflow alone (scripts/airflow.sh: loopback, admin/admin; its metadata DB on the project's
+## Local Airflow alone (scripts/airflow.sh: loopback, user admin with a generated password; its metadata DB on the project's
 ## own PostgreSQL, scripts/postgres.sh, started with it and stopped by airflow-down).
 airflow-up: setup
 	scripts/airflow.sh up

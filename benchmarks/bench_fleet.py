@@ -124,7 +124,8 @@ class Stack:
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         if not hasattr(self, "_token"):
-            login = {"username": "admin", "password": "admin"}
+            password = (self.stack.folder / "airflow" / "admin-password").read_text().strip()
+            login = {"username": "admin", "password": password}
             r = self.session.post(f"{self.stack.airflow_url}/auth/token", json=login, timeout=30)
             self._token = r.json()["access_token"]
         r = self.session.request(method, f"{self.stack.airflow_url}{path}", headers={"Authorization": f"Bearer {self._token}"},

@@ -18,7 +18,8 @@
 # 'scripts/postgres.sh down' stops it), AIRFLOW_PORT (8080), AIRFLOW_DAGS_FOLDER (dags/), AIRFLOW_PLUGINS_FOLDER (plugins/),
 # AIRFLOW_PARALLELISM (4), AIRFLOW_ALL_ADMINS (0; 1: no login, everyone is admin, as headless
 # screenshots need), AIRFLOW_START_TIMEOUT (120 s), AIRFLOW_STOP_TIMEOUT (30 s), FLINK_REST_PORT
-# (8081, for the default flink_default connection). Users: admin/admin (SimpleAuthManager).
+# (8081, for the default flink_default connection). User: admin, its password generated per instance
+# (shown once by 'up', kept in AIRFLOW_HOME/admin-password; AIRFLOW_ADMIN_PASSWORD sets it).
 # Passed through to every process and recorded for 'env': AIRFLOW__*, AIRFLOW_CONN_*, AIRFLOW_VAR_*
 # and DS2_* from the caller (the settings that define the instance cannot be overridden).
 # Defaults when unset: AIRFLOW_CONN_FLINK_DEFAULT (127.0.0.1:FLINK_REST_PORT), AIRFLOW_CONN_SPARK_DS2
@@ -50,7 +51,9 @@ START_TIMEOUT=${AIRFLOW_START_TIMEOUT:-120}
 STOP_TIMEOUT=${AIRFLOW_STOP_TIMEOUT:-30}
 FLINK_PORT=${FLINK_REST_PORT:-8081}
 ADMIN_USER=admin
-ADMIN_PASSWORD=admin
+# The admin's password: generated once per instance (AIRFLOW_HOME) and kept, readable by its owner
+# only, in this file; AIRFLOW_ADMIN_PASSWORD sets it instead (the demo uses "admin").
+ADMIN_PASSWORD_FILE=$HOME_DIR/admin-password
 COMPONENTS=(api-server scheduler dag-processor triggerer)
 
 check_uints PORT PARALLELISM START_TIMEOUT STOP_TIMEOUT FLINK_PORT
@@ -92,6 +95,7 @@ PY
 # Writes INSTANCE_ENV: "export K=V" lines (quoted for bash) that 'up' sources and 'env' prints.
 write_instance_env() {
   ensure_secrets
+  ensure_admin_password
   local -A vals=()
   local k line
   # The caller's settings first ...
@@ -149,8 +153,20 @@ write_instance_env() {
   # SimpleAuthManager keeps passwords in this file (it only adds missing users).
   (
     umask 077
-    printf '{"%s": "%s"}\n' "$ADMIN_USER" "$ADMIN_PASSWORD" >"$PASSWORDS"
+    printf '{"%s": "%s"}\n' "$ADMIN_USER" "$(head -n1 "$ADMIN_PASSWORD_FILE")" >"$PASSWORDS"
   )
+}
+
+# The admin's password (see ADMIN_PASSWORD_FILE); NEW_PASSWORD=1 after one was generated just now.
+NEW_PASSWORD=0
+ensure_admin_password() {
+  if [ -n "${AIRFLOW_ADMIN_PASSWORD:-}" ]; then
+    [[ $AIRFLOW_ADMIN_PASSWORD =~ ^[A-Za-z0-9._~+-]{1,128}$ ]] || die "AIRFLOW_ADMIN_PASSWORD: use 1-128 letters, digits or . _ ~ + -"
+    (umask 077 && printf '%s\n' "$AIRFLOW_ADMIN_PASSWORD" >"$ADMIN_PASSWORD_FILE")
+  elif [ ! -s "$ADMIN_PASSWORD_FILE" ]; then
+    (umask 077 && random_secret 24 >"$ADMIN_PASSWORD_FILE")
+    NEW_PASSWORD=1
+  fi
 }
 
 # The port of the instance as recorded by 'up' (the caller's AIRFLOW_PORT may differ).
@@ -338,7 +354,11 @@ cmd_up() {
   if [ "$ALL_ADMINS" = 1 ]; then
     log "UI: $BASE_URL (no login: everyone is admin); API token: scripts/airflow.sh token"
   else
-    log "UI: $BASE_URL  user: $ADMIN_USER  password: $ADMIN_PASSWORD"
+    if [ "$NEW_PASSWORD" = 1 ]; then
+      log "UI: $BASE_URL  user: $ADMIN_USER  password: $(head -n1 "$ADMIN_PASSWORD_FILE")  (generated for this instance; shown once, kept in $ADMIN_PASSWORD_FILE)"
+    else
+      log "UI: $BASE_URL  user: $ADMIN_USER  password: in $ADMIN_PASSWORD_FILE"
+    fi
   fi
   log "CLI against this instance: $(cli_hint)"
 }
@@ -441,7 +461,7 @@ cmd_token() {
   load_instance_env
   local body
   body=$(curl -sf --max-time 10 -H 'Content-Type: application/json' \
-    -d "{\"username\":\"$ADMIN_USER\",\"password\":\"$ADMIN_PASSWORD\"}" "$BASE_URL/auth/token") ||
+    -d "{\"username\":\"$ADMIN_USER\",\"password\":\"$(head -n1 "$ADMIN_PASSWORD_FILE")\"}" "$BASE_URL/auth/token") ||
     die "POST $BASE_URL/auth/token failed"
   "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' <<<"$body"
 }

@@ -13,7 +13,7 @@ to sustained rate, over-provisioning, downtime) and writes data/demo/report.md a
 started is stopped at the end (``--keep-ui`` leaves Airflow and Flink up); the data stays.
 
 ``up`` starts the development stack for the jobs in include/jobs.yaml (Flink on 8081 with the
-test job running, Airflow on 8080, user admin/admin); ``down`` stops what ``up`` started.
+test job running, Airflow on 8080, user admin with a generated password); ``down`` stops what ``up`` started.
 """
 
 from __future__ import annotations
@@ -138,7 +138,9 @@ def demo(args: argparse.Namespace) -> int:
     out.mkdir(parents=True)
     rates = [int(r) for r in args.rates.split(",")]
     steps = [(i * args.phase, rate) for i, rate in enumerate(rates)]
-    stack = Stack(out, free_port(8081), free_port(8080), {"DS2_DATA_DIR": str(out), "DS2_JOBS_CONFIG": str(out / "jobs.yaml")})
+    # The demo keeps admin/admin (a throw-away instance); 'up' generates a password per install.
+    demo_env = {"DS2_DATA_DIR": str(out), "DS2_JOBS_CONFIG": str(out / "jobs.yaml"), "AIRFLOW_ADMIN_PASSWORD": "admin"}
+    stack = Stack(out, free_port(8081), free_port(8080), demo_env)
     t_start = time.monotonic()
     try:
         log(f"starting Flink (REST {stack.flink_url}) and building the test job")
@@ -241,7 +243,8 @@ def up(_: argparse.Namespace) -> int:
         log("submitted the test job (ds2-testjob, Count at 1: DS2 will ask for 4)")
     stack.spark_up()
     stack.airflow_up()
-    log(f"Airflow {stack.airflow_url} (admin/admin), Flink {stack.flink_url}; stop with: make down")
+    log(f"Airflow {stack.airflow_url} (user admin, password in {stack.folder / 'airflow' / 'admin-password'}), "
+        f"Flink {stack.flink_url}; stop with: make down")
     return 0
 
 

@@ -113,9 +113,10 @@ class AirflowServer:
     # --- REST ------------------------------------------------------------------------------------------
 
     def token(self) -> str:
-        """A JWT for the admin user (``POST /auth/token``), fetched once."""
+        """A JWT for the admin user (``POST /auth/token``, with the instance's generated password), fetched once."""
         if self._token is None:
-            r = self._session.post(f"{self.base_url}/auth/token", json={"username": "admin", "password": "admin"}, timeout=30)
+            login = {"username": "admin", "password": (self.home / "admin-password").read_text().strip()}
+            r = self._session.post(f"{self.base_url}/auth/token", json=login, timeout=30)
             r.raise_for_status()
             self._token = r.json()["access_token"]
         return self._token
