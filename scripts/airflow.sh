@@ -19,7 +19,8 @@
 # AIRFLOW_PARALLELISM (4), AIRFLOW_ALL_ADMINS (0; 1: no login, everyone is admin, as headless
 # screenshots need), AIRFLOW_START_TIMEOUT (120 s), AIRFLOW_STOP_TIMEOUT (30 s), FLINK_REST_PORT
 # (8081, for the default flink_default connection). User: admin, its password generated per instance
-# (shown once by 'up', kept in AIRFLOW_HOME/admin-password; AIRFLOW_ADMIN_PASSWORD sets it).
+# (shown once by 'up', kept in AIRFLOW_HOME/admin-password; AIRFLOW_ADMIN_PASSWORD sets it), and
+# AIRFLOW_USERS ("name:role,...": more users, passwords generated into AIRFLOW_HOME/user-passwords/).
 # Passed through to every process and recorded for 'env': AIRFLOW__*, AIRFLOW_CONN_*, AIRFLOW_VAR_*
 # and DS2_* from the caller (the settings that define the instance cannot be overridden).
 # Defaults when unset: AIRFLOW_CONN_FLINK_DEFAULT (127.0.0.1:FLINK_REST_PORT), AIRFLOW_CONN_SPARK_DS2
@@ -54,10 +55,16 @@ ADMIN_USER=admin
 # The admin's password: generated once per instance (AIRFLOW_HOME) and kept, readable by its owner
 # only, in this file; AIRFLOW_ADMIN_PASSWORD sets it instead (the demo uses "admin").
 ADMIN_PASSWORD_FILE=$HOME_DIR/admin-password
+# More users, "name:role,..." (roles of the SimpleAuthManager: viewer, user, op, admin), each with a
+# generated password kept in USER_PASSWORDS_DIR/<name>: e.g. an approver and a colleague who is not.
+EXTRA_USERS=${AIRFLOW_USERS:-}
+USER_PASSWORDS_DIR=$HOME_DIR/user-passwords
 COMPONENTS=(api-server scheduler dag-processor triggerer)
 
 check_uints PORT PARALLELISM START_TIMEOUT STOP_TIMEOUT FLINK_PORT
 case $ALL_ADMINS in 0 | 1) ;; *) die "AIRFLOW_ALL_ADMINS must be 0 or 1, got '$ALL_ADMINS'" ;; esac
+[[ -z $EXTRA_USERS || $EXTRA_USERS =~ ^[a-z][a-z0-9_-]{0,31}:(viewer|user|op|admin)(,[a-z][a-z0-9_-]{0,31}:(viewer|user|op|admin))*$ ]] ||
+  die "AIRFLOW_USERS must be name:role,... (names: lowercase letters, digits, _ or -; roles: viewer, user, op, admin), got '$EXTRA_USERS'"
 
 # This instance's database on the project's PostgreSQL: one per AIRFLOW_HOME, named after its path.
 DB_NAME=airflow_$(printf '%s' "$HOME_DIR" | sha256sum | cut -c1-12)
@@ -96,6 +103,7 @@ PY
 write_instance_env() {
   ensure_secrets
   ensure_admin_password
+  ensure_user_passwords
   local -A vals=()
   local k line
   # The caller's settings first ...
@@ -130,7 +138,7 @@ write_instance_env() {
   vals[AIRFLOW__API__BASE_URL]=$base
   vals[AIRFLOW__CORE__EXECUTION_API_SERVER_URL]=$base/execution/
   vals[AIRFLOW__CORE__AUTH_MANAGER]=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
-  vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS]=$ADMIN_USER:admin
+  vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS]=$ADMIN_USER:admin${EXTRA_USERS:+,$EXTRA_USERS}
   vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE]=$PASSWORDS
   vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS]=$admins
   while IFS= read -r line; do
@@ -153,12 +161,30 @@ write_instance_env() {
   # SimpleAuthManager keeps passwords in this file (it only adds missing users).
   (
     umask 077
-    printf '{"%s": "%s"}\n' "$ADMIN_USER" "$(head -n1 "$ADMIN_PASSWORD_FILE")" >"$PASSWORDS"
+    {
+      printf '{"%s": "%s"' "$ADMIN_USER" "$(head -n1 "$ADMIN_PASSWORD_FILE")"
+      local entry name
+      for entry in ${EXTRA_USERS//,/ }; do
+        name=${entry%%:*}
+        printf ', "%s": "%s"' "$name" "$(head -n1 "$USER_PASSWORDS_DIR/$name")"
+      done
+      printf '}\n'
+    } >"$PASSWORDS"
   )
 }
 
 # The admin's password (see ADMIN_PASSWORD_FILE); NEW_PASSWORD=1 after one was generated just now.
 NEW_PASSWORD=0
+ensure_user_passwords() { # one generated password per user of AIRFLOW_USERS, kept across restarts
+  local entry name
+  [ -n "$EXTRA_USERS" ] || return 0
+  (umask 077 && mkdir -p "$USER_PASSWORDS_DIR")
+  for entry in ${EXTRA_USERS//,/ }; do
+    name=${entry%%:*}
+    [ -s "$USER_PASSWORDS_DIR/$name" ] || (umask 077 && random_secret 24 >"$USER_PASSWORDS_DIR/$name")
+  done
+}
+
 ensure_admin_password() {
   if [ -n "${AIRFLOW_ADMIN_PASSWORD:-}" ]; then
     [[ $AIRFLOW_ADMIN_PASSWORD =~ ^[A-Za-z0-9._~+-]{1,128}$ ]] || die "AIRFLOW_ADMIN_PASSWORD: use 1-128 letters, digits or . _ ~ + -"
