@@ -9,17 +9,16 @@ epoch would mean millions of tiny files that no engine lists or reads quickly. A
 
 Idempotence per (job, epoch): writing epochs replaces exactly those epochs. The writer reads
 the touched blocks, drops the epochs being written, adds the new rows, writes the merged
-block to a staging folder and swaps it in with renames, under a per-(table, job) lock. The
-same contract is implemented for Spark in :mod:`autoscaler.store.spark`.
+block to a staging folder and commits it (:mod:`autoscaler.store.commit`: fsynced, then one
+atomic folder exchange), under a per-(table, job) lock. The same contract is implemented for
+Spark in :mod:`autoscaler.store.spark`. A block that cannot be read (a torn file) is set aside
+into ``.torn/`` with a warning, so the rest of the job's table stays readable and writable.
 """
 
 from __future__ import annotations
 
 import fcntl
-import os
 import re
-import shutil
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +29,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from autoscaler.errors import InputError
+from autoscaler.store.commit import clean_leftovers, recover, set_aside, staging_for, swap_in
 from autoscaler.store.schemas import Table
 
 EPOCH_BLOCK_SIZE = 1024
@@ -70,16 +70,6 @@ def store_lock(root: str | Path, table: Table, job: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def swap_in(staged: Path, final: Path) -> None:
-    """Replace ``final`` by ``staged`` with two renames (readers see old or new, never a mix)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    trash = final.with_name(f".trash-{final.name}-{uuid.uuid4().hex}")
-    if final.exists():
-        os.rename(final, trash)
-    os.rename(staged, final)
-    shutil.rmtree(trash, ignore_errors=True)
-
-
 def conform(table: Table, data: pa.Table, source: str) -> pa.Table:
     """Cast ``data`` to the table's file schema (partition columns dropped), naming what is missing."""
     missing = [c.name for c in table.data_columns if c.name not in data.column_names]
@@ -110,12 +100,18 @@ def write_epochs(root: str | Path, table: Table, job: str, data: pa.Table) -> li
         for block, block_epochs in blocks.items():
             new_rows = rows.filter(pc.is_in(rows.column("epoch"), pa.array(block_epochs, pa.int64())))
             final = block_dir(root, table, job, block)
+            recover(final)
+            clean_leftovers(final)
             merged = [new_rows]
             if final.exists():
-                old = _read_files(table, final.glob("*.parquet"))
-                keep = pc.invert(pc.is_in(old.column("epoch"), pa.array(block_epochs, pa.int64())))
-                merged.insert(0, old.filter(keep))
-            staged = final.with_name(f".staging-{final.name}-{uuid.uuid4().hex}")
+                try:
+                    old = _read_files(table, final.glob("*.parquet"))
+                except TornBlock as torn:
+                    set_aside(final, torn.problem)
+                else:
+                    keep = pc.invert(pc.is_in(old.column("epoch"), pa.array(block_epochs, pa.int64())))
+                    merged.insert(0, old.filter(keep))
+            staged = staging_for(final)
             staged.mkdir(parents=True)
             block_rows = pa.concat_tables(merged).sort_by([("epoch", "ascending")])
             pq.write_table(block_rows, staged / "part-0.parquet")
@@ -123,13 +119,17 @@ def write_epochs(root: str | Path, table: Table, job: str, data: pa.Table) -> li
     return epochs
 
 
+class TornBlock(InputError):
+    """A block file that cannot be read (torn by a crash without fsync, or not Parquet at all)."""
+
+
 def _read_block(table: Table, path: Path) -> pa.Table:
     try:
         return pq.read_table(path, schema=table.arrow_schema(with_partitions=False))
     except (pa.ArrowInvalid, OSError) as exc:
-        # A torn or foreign file: say which, instead of Arrow's "Parquet magic bytes not found".
+        # Say which file, instead of Arrow's "Parquet magic bytes not found".
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(str(path), f"a {table.name} block of the store cannot be read ({first}): move it aside") from None
+        raise TornBlock(str(path), f"a {table.name} block of the store cannot be read ({first})") from None
 
 
 def _read_files(table: Table, files: Iterable[Path]) -> pa.Table:
@@ -137,6 +137,29 @@ def _read_files(table: Table, files: Iterable[Path]) -> pa.Table:
     if not parts:
         return table.arrow_schema(with_partitions=False).empty_table()
     return pa.concat_tables(parts)
+
+
+def _read_committed(root: str | Path, table: Table, job: str, block: Path) -> pa.Table:
+    """The committed rows of one block; an interrupted commit is repaired and a torn block set
+    aside (both under the store lock, so never while a writer works on it)."""
+    empty = table.arrow_schema(with_partitions=False).empty_table()
+    if not block.is_dir():
+        if not any(block.parent.glob(f".trash-{block.name}-*")):
+            return empty
+        with store_lock(root, table, job):
+            recover(block)
+        if not block.is_dir():
+            return empty
+    try:
+        return _read_files(table, block.glob("*.parquet"))
+    except TornBlock as torn:
+        with store_lock(root, table, job):
+            try:
+                return _read_files(table, block.glob("*.parquet"))  # a writer may have replaced it meanwhile
+            except TornBlock:
+                if block.is_dir():
+                    set_aside(block, torn.problem)
+        return empty
 
 
 def read_epochs(root: str | Path, table: Table, job: str, epochs: Iterable[int] | None = None) -> pa.Table:
@@ -147,12 +170,12 @@ def read_epochs(root: str | Path, table: Table, job: str, epochs: Iterable[int] 
         return schema.empty_table()
     wanted = None if epochs is None else sorted(set(epochs))
     if wanted is None:
-        dirs = sorted(d for d in job_dir.glob("epoch_block=*") if d.is_dir())
+        names = {d.name for d in job_dir.glob("epoch_block=*")}
+        names |= {t.name.split("-")[1] for t in job_dir.glob(".trash-epoch_block=*-*")}
     else:
-        dirs = [job_dir / f"epoch_block={b}" for b in sorted({epoch_block(e) for e in wanted})]
-        dirs = [d for d in dirs if d.exists()]
-    files = [f for d in dirs for f in d.glob("*.parquet")]
-    data = _read_files(table, files)
+        names = {f"epoch_block={b}" for b in {epoch_block(e) for e in wanted}}
+    parts = [_read_committed(root, table, job, job_dir / name) for name in sorted(names)]
+    data = pa.concat_tables(parts) if parts else table.arrow_schema(with_partitions=False).empty_table()
     if wanted is not None:
         data = data.filter(pc.is_in(data.column("epoch"), pa.array(wanted, pa.int64())))
     data = data.append_column("job", pa.array([job] * data.num_rows, pa.string()))

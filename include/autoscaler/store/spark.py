@@ -15,7 +15,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from autoscaler.store.parquet import store_lock, swap_in, table_dir, validate_job_name
+from autoscaler.store.commit import swap_in
+from autoscaler.store.parquet import store_lock, table_dir, validate_job_name
 from autoscaler.store.schemas import Table
 
 

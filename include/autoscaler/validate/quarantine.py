@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from autoscaler.errors import InputError
-from autoscaler.store.parquet import block_dir, epoch_block, read_epochs, store_lock, swap_in, validate_job_name, write_epochs
+from autoscaler.store.commit import swap_in
+from autoscaler.store.parquet import block_dir, epoch_block, read_epochs, store_lock, validate_job_name, write_epochs
 from autoscaler.store.schemas import METRICS, Table
 
 QUARANTINE = "quarantine"
