@@ -24,10 +24,12 @@ from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
 from autoscaler.config import options as opt
 from autoscaler.config.jobs import JobConfig, config_path
+from ds2_airflow.notifiers import AlertNotifier
 from ds2_airflow.operators.approval import RescaleApprovalOperator
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
 from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
 from ds2_airflow.operators.policy import DS2PolicyOperator, WhatIfPolicyOperator
+from ds2_airflow.operators.reconcile import ReconcileOperator
 from ds2_airflow.operators.rescale import FlinkRescaleOperator
 from ds2_airflow.runtime import journal_dir, store_root
 from ds2_airflow.scaling import decide_task, record_task, validate_epoch_task, what_if_compare_task
@@ -215,9 +217,43 @@ def boundaries_dag() -> DAG:
     return dag
 
 
+RECONCILE_DAG_ID = "ds2_reconcile"
+RECONCILE_PERIOD = timedelta(minutes=5)
+
+
+def reconcile_dag(jobs: list[JobConfig]) -> DAG:
+    """Every RECONCILE_PERIOD, per job: settle rescale actions nobody finishes; alert when one cannot be."""
+    with DAG(
+        dag_id=RECONCILE_DAG_ID,
+        description="Settle unfinished rescale actions (journals) of every job, and alert when a job is left stopped",
+        schedule=DeltaDataIntervalTimetable(RECONCILE_PERIOD),
+        start_date=BOUNDARIES_START,
+        catchup=False,
+        max_active_runs=1,
+        default_args={"owner": "ds2", "retries": 0, "on_failure_callback": [AlertNotifier()]},
+        tags=["ds2"],
+        doc_md="Finds rescale journals without a result that no task has touched for longer than the action could "
+        "still run, asks Flink what runs, and finishes, rolls back or restarts each one (autoscaler/rescale/"
+        "reconcile.py). A job left stopped or an action that cannot be settled fails its task: the failure "
+        "notifier alerts.",
+    ) as dag:
+        for job in jobs:
+            ReconcileOperator(
+                task_id=f"reconcile_{job.name.replace('-', '_').replace('.', '_')}",
+                deployment=job.deployment,
+                mechanism=job.mechanism,
+                journal_dir=str(journal_dir()),
+                flink_conn_id=job.flink_conn_id,
+                savepoint_timeout_s=job.savepoint_timeout.total_seconds(),
+                start_timeout_s=job.start_timeout.total_seconds(),
+                pool=job.pool,  # never beside a rescale of the same job
+            )
+    return dag
+
+
 def build_dags(jobs: list[JobConfig], only: str | None = None) -> dict[str, DAG]:
     """Every DAG of the jobs; with ``only`` (a task's parsing context), just that DAG."""
-    builders = {BOUNDARIES_DAG_ID: boundaries_dag} if jobs else {}
+    builders = {BOUNDARIES_DAG_ID: boundaries_dag, RECONCILE_DAG_ID: lambda: reconcile_dag(jobs)} if jobs else {}
     for job in jobs:
         builders[job.dag_id] = lambda job=job: scaling_dag(job)
         builders[job.what_if_dag_id] = lambda job=job: what_if_dag(job)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -405,3 +406,44 @@ def test_in_place_crash_after_the_change_then_retry(adaptive, tmp_path):
     assert result.new_flink_job_id == job_id and result.downtime_s is not None
     assert assert_runs_at(client, name, {"Count": 2, "Parse": 1}) == job_id
     assert rescale_in_place(dead_client(), name, {"Count": 2}, "ip-c1", tmp_path / "journal") == result
+
+
+# -- (e) nobody finishes the action: the deferred resume and the reconciler ------------------------
+
+
+def test_a_deferred_resume_asks_flink_and_a_forgotten_savepoint_is_decided_by_the_job(clean_flink, tmp_path):
+    """Flink answers 404 for a savepoint it forgot (JobManager restart, expiry): the resume does not
+    defer again on the same ids (it did three times before), it decides by the job, which runs on."""
+    client, name = clean_flink.client, "rsf-forgot"
+    job_id = clean_flink.start_job([*base_args(name), "--count-parallelism", "1"]).id
+    forgetful = FlinkRestClient(client.connection)
+    forgetful.stop_with_savepoint = lambda *a, **k: "f" * 32  # type: ignore[method-assign]  # never sent to Flink
+    dep = deployment(name, tmp_path / "sp")
+    journals = tmp_path / "journal"
+    assert rescale_with_savepoint(forgetful, dep, {"Count": 2}, "e1", journals, wait_for_savepoint=False) is None
+    result = rescale_with_savepoint(client, dep, {"Count": 2}, "e1", journals, wait_for_savepoint=False, savepoint_timeout_s=3)
+    assert result is not None and result.outcome == "failed" and "keeps running unchanged" in result.message, result
+    assert running(client, name) == [job_id]
+
+
+def test_the_reconciler_restarts_a_job_left_stopped_by_an_abandoned_action(clean_flink, tmp_path):
+    """The task that requested the savepoint never came back (its run was failed, the worker died):
+    the savepoint completed and stopped the job. The reconciler finds the stale journal and finishes
+    the action from that savepoint; a fresh journal is left to its own task."""
+    from autoscaler.rescale.reconcile import reconcile, unfinished
+
+    client, name = clean_flink.client, "rsf-abandoned"
+    old_id = start(clean_flink, name)  # Count holds state for every key
+    dep = deployment(name, tmp_path / "sp")
+    journals = tmp_path / "journal"
+    assert rescale_with_savepoint(client, dep, {"Count": 3}, "e2", journals, wait_for_savepoint=False) is None
+    wait_state(client, old_id, "FINISHED")  # stopped by its savepoint; nothing restarts it
+    assert running(client, name) == [] and [a.action_id for a in unfinished(journals, name)] == ["e2"]
+    assert reconcile(client, dep, journals, stale_after_s=600, savepoint_timeout_s=30, start_timeout_s=30) == ([], [])
+    old = time.time() - 3600
+    os.utime(journals / "e2.json", (old, old))  # an hour without a step: nobody is finishing it
+    results, problems = reconcile(client, dep, journals, stale_after_s=600, savepoint_timeout_s=30, start_timeout_s=30)
+    assert problems == [] and [r.outcome for r in results] == ["succeeded"], results
+    assert assert_runs_at(client, name, {"Count": 3, "Parse": 1}) == results[0].new_flink_job_id
+    assert_state_continued(client, results[0].new_flink_job_id)
+    assert unfinished(journals, name) == []

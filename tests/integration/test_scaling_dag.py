@@ -54,7 +54,7 @@ def dags(scaling_env):
 
 
 def test_dag_integrity(dags):
-    assert set(dags) == {"ds2_auto", "ds2_auto_what_if", "ds2_boundaries"}
+    assert set(dags) == {"ds2_auto", "ds2_auto_what_if", "ds2_boundaries", "ds2_reconcile"}
     dag = dags["ds2_auto"]
     downstream = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}
     assert downstream == {

@@ -33,20 +33,31 @@ def entry(name, **extra):
 def test_the_shipped_config_imports(monkeypatch, tmp_path):
     bag = load(monkeypatch, tmp_path)
     assert bag.import_errors == {}
-    assert set(bag.dags) == {"ds2_testjob", "ds2_testjob_what_if", "ds2_boundaries"}
+    assert set(bag.dags) == {"ds2_testjob", "ds2_testjob_what_if", "ds2_boundaries", "ds2_reconcile"}
     dag = bag.dags["ds2_testjob"]
     assert sorted(t.task_id for t in dag.tasks) == ["collect", "decide", "policy", "record", "rescale", "validate"]
     assert dag.task_dict["policy"].job.spark_conn_id == "spark_ds2" and dag.task_dict["rescale"].pool == "ds2_testjob"
     boundaries = bag.dags["ds2_boundaries"]
     assert [t.task_id for t in boundaries.tasks] == ["snapshots"] and boundaries.max_active_runs == 2
     assert [t.task_id for t in bag.dags["ds2_testjob_what_if"].tasks] == ["what_if_policy", "compare"]
+    reconcile = bag.dags["ds2_reconcile"]
+    task = reconcile.task_dict["reconcile_testjob"]
+    assert task.pool == "ds2_testjob" and task.deployment.job_name == dag.task_dict["rescale"].deployment.job_name
+    assert any(type(cb).__name__ == "AlertNotifier" for cb in task.on_failure_callback)
 
 
 def test_approval_adds_the_gate(monkeypatch, tmp_path):
     approval = {"required": True, "approvers": ["alice"], "timeout": "15m", "on_timeout": "approve"}
     bag = load(monkeypatch, tmp_path, [entry("plain"), entry("gated", approval=approval, mechanism="in-place")])
     assert bag.import_errors == {}
-    assert set(bag.dags) == {"ds2_plain", "ds2_plain_what_if", "ds2_gated", "ds2_gated_what_if", "ds2_boundaries"}
+    assert set(bag.dags) == {
+        "ds2_plain",
+        "ds2_plain_what_if",
+        "ds2_gated",
+        "ds2_gated_what_if",
+        "ds2_boundaries",
+        "ds2_reconcile",
+    }
     gated = bag.dags["ds2_gated"]
     downstream = {t.task_id: sorted(t.downstream_task_ids) for t in gated.tasks}
     assert downstream["decide"] == ["approve", "record"] and downstream["approve"] == ["rescale"]
@@ -75,7 +86,14 @@ def test_a_bad_config_fails_the_import_naming_job_and_field(monkeypatch, tmp_pat
 def test_a_bad_entry_costs_only_itself(monkeypatch, tmp_path):
     jobs = [entry("good"), entry("bad", policy={"factor": -1}), entry("also_good"), entry("good")]
     bag = load(monkeypatch, tmp_path, jobs)
-    assert set(bag.dags) == {"ds2_good", "ds2_good_what_if", "ds2_also_good", "ds2_also_good_what_if", "ds2_boundaries"}
+    assert set(bag.dags) == {
+        "ds2_good",
+        "ds2_good_what_if",
+        "ds2_also_good",
+        "ds2_also_good_what_if",
+        "ds2_boundaries",
+        "ds2_reconcile",
+    }
     (path, error) = next(iter(bag.import_errors.items()))
     assert len(bag.import_errors) == 1 and path.endswith("ds2_config_errors.py")
     lines = error.strip().splitlines()

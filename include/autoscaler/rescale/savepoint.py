@@ -189,7 +189,7 @@ class _SavepointRescale(SavepointSteps):
                 # The stop was about to be sent, or sent without its answer being recorded.
                 return self._stop_outcome_unknown(error=None, may_retry_stop=True)
             if not self.wait_for_savepoint:
-                raise _SavepointPending
+                return self._check_pending()
             return self._await_savepoint(deadline=time.monotonic() + self.savepoint_timeout_s)
         subs = state["submissions"]
         if not subs:
@@ -210,6 +210,23 @@ class _SavepointRescale(SavepointSteps):
             return self._await_start(last["purpose"])
         reason = last.get("error") or f"job {last['job_id']} is {summary.state if summary else 'gone'}"
         return self._start_failed(last["purpose"], reason)
+
+    def _check_pending(self) -> RescaleResult:
+        """A deferred attempt resumes: ask Flink once instead of assuming the savepoint is still pending.
+
+        Flink forgets an operation after a JobManager restart or ~5 minutes: a 404 is decided by
+        what the old job does now, so a late retry never defers forever on an unknown id.
+        """
+        old, request_id = self.state["old_job_id"], self.state["stop"]["request_id"]
+        try:
+            status = self.client.savepoint_status(old, request_id)
+        except FlinkError as exc:
+            if exc.status == 404:
+                return self._stop_outcome_unknown(error=None, may_retry_stop=False)
+            raise
+        if status.completed:
+            return self._savepoint_completed(status.location, status.failure, request_id)
+        raise _SavepointPending
 
     # -- stop with savepoint --------------------------------------------------------------
     def _stop(self, may_retry_stop: bool) -> RescaleResult:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,6 +12,8 @@ from airflow.sdk import BaseOperator
 from autoscaler.config.options import IN_PLACE, SAVEPOINT_RESTART, SAVEPOINT_TIMEOUT, START_TIMEOUT
 from autoscaler.flink.deployment import JobDeployment
 from autoscaler.rescale.in_place import rescale_in_place
+from autoscaler.rescale.journal import safe_name
+from autoscaler.rescale.reconcile import reconcile
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.rescale.savepoint import pending_savepoint, rescale_with_savepoint
 from ds2_airflow.hooks.flink import FlinkHook
@@ -23,7 +24,7 @@ def action_id_for(context: Mapping[str, Any], task_id: str) -> str:
     """One action per (DAG, run, task): a retry of the task resumes the same action."""
     ti = context.get("ti") or context.get("task_instance")
     raw = f"{getattr(ti, 'dag_id', 'dag')}.{getattr(ti, 'run_id', 'run')}.{task_id}" if ti else f"adhoc.{task_id}"
-    return re.sub(r"[^A-Za-z0-9_.:+=@-]", "_", raw)[:200]
+    return safe_name(raw)
 
 
 class FlinkRescaleOperator(BaseOperator):
@@ -83,8 +84,25 @@ class FlinkRescaleOperator(BaseOperator):
         self.log.info("rescale %s: %s (%s)", result.outcome, result.message, result.mechanism)
         return result.to_dict()
 
+    @property
+    def stale_after_s(self) -> float:
+        """An unfinished action untouched this long has no task finishing it (see autoscaler.rescale.reconcile)."""
+        return self.savepoint_timeout_s + self.start_timeout_s + 120.0
+
+    def settle_stale_actions(self, client: Any) -> list[str]:
+        """Settle earlier actions of this job that nobody finishes; the problems left (for an alert)."""
+        results, problems = reconcile(
+            client, self.deployment, self.journal_dir, self.stale_after_s, self.savepoint_timeout_s, self.start_timeout_s
+        )
+        for result in results:
+            self.log.warning("settled an unfinished earlier action %s: %s (%s)", result.action_id, result.outcome, result.message)
+        for problem in problems:
+            self.log.error("could not settle an unfinished earlier action: %s", problem)
+        return problems
+
     def execute(self, context: Any) -> dict[str, Any] | None:
         client = FlinkHook(self.flink_conn_id).get_client()
+        self.settle_stale_actions(client)
         action_id = action_id_for(context, self.task_id)
         if self.mechanism == IN_PLACE:
             result = rescale_in_place(

@@ -9,14 +9,19 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from autoscaler.flink.client import FlinkError
 from ds2_airflow.hooks.flink import FlinkHook
 
 
 class FlinkSavepointTrigger(BaseTrigger):
     """Poll ``GET /jobs/:id/savepoints/:request`` until COMPLETED or the deadline.
 
-    Fires one event: ``{"status": "completed", "location": ..., "failure": ...}`` or
-    ``{"status": "timeout"}`` (the deadline is wall-clock seconds since the epoch).
+    Fires one event: ``{"status": "completed", "location": ..., "failure": ...}``,
+    ``{"status": "unknown"}`` when Flink no longer knows the operation (HTTP 404: a JobManager
+    restart, or the result expired) or ``{"status": "timeout", "error": ...}`` at the deadline
+    (wall-clock seconds since the epoch), also when Flink could not be reached until then. The
+    task then resumes the journaled action, which decides by what the job does (never by this
+    event alone).
     """
 
     def __init__(self, flink_conn_id: str, job_id: str, request_id: str, deadline: float, poll_s: float = 0.2) -> None:
@@ -40,14 +45,22 @@ class FlinkSavepointTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        client = await asyncio.to_thread(lambda: FlinkHook(self.flink_conn_id).get_client())
+        last_error = None
         while True:
-            # requests is blocking: run it in a thread so the triggerer's loop keeps serving others.
-            status = await asyncio.to_thread(client.savepoint_status, self.job_id, self.request_id)
-            if status.completed:
-                yield TriggerEvent({"status": "completed", "location": status.location, "failure": status.failure})
-                return
+            try:
+                # requests is blocking: run it in a thread so the triggerer's loop keeps serving others.
+                client = await asyncio.to_thread(lambda: FlinkHook(self.flink_conn_id).get_client())
+                status = await asyncio.to_thread(client.savepoint_status, self.job_id, self.request_id)
+            except FlinkError as exc:
+                if exc.status == 404:
+                    yield TriggerEvent({"status": "unknown", "error": str(exc)})
+                    return
+                last_error = str(exc)  # unreachable or failing: keep asking until the deadline
+            else:
+                if status.completed:
+                    yield TriggerEvent({"status": "completed", "location": status.location, "failure": status.failure})
+                    return
             if time.time() >= self.deadline:
-                yield TriggerEvent({"status": "timeout"})
+                yield TriggerEvent({"status": "timeout", "error": last_error})
                 return
             await asyncio.sleep(self.poll_s)
