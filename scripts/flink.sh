@@ -5,10 +5,12 @@
 #   scripts/flink.sh install                  download the PyPI wheels apache-flink and
 #                                             apache-flink-libraries (never installed into .venv)
 #                                             and assemble FLINK_HOME in build/flink-2.3.0/
-#   scripts/flink.sh configure [--adaptive] [--prometheus]
+#   scripts/flink.sh configure [--adaptive] [--prometheus] [--ssl]
 #                                             write build/flink-2.3.0/conf/config.yaml from conf/flink/
-#   scripts/flink.sh up [--adaptive] [--prometheus]
-#                                             install + configure, start, wait until the slots are up
+#   scripts/flink.sh up [--adaptive] [--prometheus] [--ssl]
+#                                             install + configure, start, wait until the slots are up;
+#                                             --ssl: REST over TLS with client certificates (a CA, the
+#                                             server's and a client's certificate in FLINK_DATA_DIR/ssl)
 #   scripts/flink.sh down                     stop the daemons this project started
 #   scripts/flink.sh status                   exit 0 running, 3 stopped, 1 not answering
 #   scripts/flink.sh build-job                build build/ds2-testjob.jar (flink-job/build.sh)
@@ -39,7 +41,16 @@ RPC_PORT=${FLINK_RPC_PORT:-6123}
 START_TIMEOUT=${FLINK_START_TIMEOUT:-60}
 STOP_TIMEOUT=${FLINK_STOP_TIMEOUT:-30}
 SLOTS=${FLINK_SLOTS:-8}
-REST_URL=http://127.0.0.1:$REST_PORT
+SSL_DIR=$DATA_DIR/ssl
+
+configured_ssl() {
+  grep -q '^security.ssl.rest.enabled: true' "$CONF_DIR/config.yaml" 2>/dev/null
+}
+
+set_rest_url() { # https once the instance is configured with --ssl
+  if configured_ssl; then REST_URL=https://127.0.0.1:$REST_PORT; else REST_URL=http://127.0.0.1:$REST_PORT; fi
+}
+set_rest_url
 
 # The Flink scripts read these from the environment before the config file: make sure a caller's
 # environment cannot point them elsewhere.
@@ -94,7 +105,35 @@ our_pids() { our_daemons | cut -d' ' -f1; }
 running() { [ -n "$(our_daemons)" ]; }
 
 # GET on the REST API; prints the body, fails when it does not answer.
-rest_get() { curl -sf --max-time 3 "$REST_URL$1"; }
+rest_get() {
+  local tls=()
+  configured_ssl && tls=(--cacert "$SSL_DIR/ca.pem" --cert "$SSL_DIR/client.pem" --key "$SSL_DIR/client.key")
+  curl -sf --max-time 3 "${tls[@]}" "$REST_URL$1"
+}
+
+# A CA, the REST server's keystore (certificate for 127.0.0.1/localhost) and truststore, and a client
+# certificate, all under SSL_DIR (owner-only); kept across restarts, made once per instance.
+make_ssl() {
+  [ -s "$SSL_DIR/rest.keystore.p12" ] && [ -s "$SSL_DIR/client.pem" ] && return 0
+  command -v openssl >/dev/null || die "--ssl needs openssl"
+  (
+    umask 077
+    rm -rf "$SSL_DIR" && mkdir -p "$SSL_DIR" && cd "$SSL_DIR"
+    random_secret 32 >password
+    local pw
+    pw=$(cat password)
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 -subj "/CN=ds2 local Flink CA" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
+    openssl req -newkey rsa:2048 -nodes -keyout rest.key -out rest.csr -subj "/CN=127.0.0.1" 2>/dev/null
+    openssl x509 -req -in rest.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out rest.pem -days 825 -extfile san.ext 2>/dev/null
+    openssl pkcs12 -export -in rest.pem -inkey rest.key -certfile ca.pem -name rest -out rest.keystore.p12 -passout "pass:$pw"
+    "$(dirname "$(readlink -f "$(java_cmd)")")/keytool" -importcert -noprompt -alias ds2-ca -file ca.pem -keystore rest.truststore.p12 \
+      -storetype PKCS12 -storepass "$pw" >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj "/CN=ds2-autoscaler" 2>/dev/null
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 825 2>/dev/null
+    rm -f ./*.csr san.ext ca.srl
+  ) || die "could not make the TLS material in $SSL_DIR"
+}
 
 rest_answers() { rest_get /config >/dev/null 2>&1; }
 
@@ -191,12 +230,13 @@ require_installed() {
 # configure
 
 cmd_configure() {
-  local adaptive=0 prometheus=0
+  local adaptive=0 prometheus=0 ssl=0
   while [ $# -gt 0 ]; do
     case $1 in
       --adaptive) adaptive=1 ;;
       --prometheus) prometheus=1 ;;
-      *) die "configure: unknown option '$1' (expected --adaptive, --prometheus)" ;;
+      --ssl) ssl=1 ;;
+      *) die "configure: unknown option '$1' (expected --adaptive, --prometheus, --ssl)" ;;
     esac
     shift
   done
@@ -210,12 +250,19 @@ cmd_configure() {
   local fragments=()
   [ "$adaptive" = 1 ] && fragments+=("$TEMPLATE_DIR/adaptive.yaml")
   [ "$prometheus" = 1 ] && fragments+=("$TEMPLATE_DIR/prometheus.yaml")
+  local ssl_password=""
+  if [ "$ssl" = 1 ]; then
+    make_ssl
+    fragments+=("$TEMPLATE_DIR/ssl.yaml")
+    ssl_password=$(cat "$SSL_DIR/password")
+  fi
   write_cluster_files
   local out=$CONF_DIR/config.yaml
   "$PYTHON" - "$FLINK_HOME/conf/config.yaml.dist" "$TEMPLATE_DIR/config.yaml.in" "$out.tmp" \
     "REST_PORT=$REST_PORT" "RPC_PORT=$RPC_PORT" "SLOTS=$SLOTS" "PID_DIR=$PID_DIR" "TMP_DIR=$TMP_DIR" \
     "UPLOAD_DIR=$DATA_DIR/uploads" "SAVEPOINT_URI=file://$DATA_DIR/savepoints" \
-    "CHECKPOINT_URI=file://$DATA_DIR/checkpoints" -- "${fragments[@]}" <<'PY'
+    "CHECKPOINT_URI=file://$DATA_DIR/checkpoints" "SSL_DIR=$SSL_DIR" "SSL_PASSWORD=$ssl_password" \
+    -- "${fragments[@]}" <<'PY'
 import re
 import sys
 
@@ -256,7 +303,9 @@ config = re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], config)
 with open(out, "w", encoding="utf-8") as f:
     f.write(config)
 PY
-  mv "$out.tmp" "$out"
+  (umask 077 && mv "$out.tmp" "$out") # it may hold the keystore password
+  chmod 600 "$out"
+  set_rest_url
   write_cluster_files
   log "wrote $out (scheduler: $(mode_name test "$adaptive" = 1), prometheus: $([ "$prometheus" = 1 ] && echo on || echo off), REST port $REST_PORT)"
 }
@@ -295,12 +344,13 @@ wait_ready() {
 }
 
 cmd_up() {
-  local want_adaptive=0 want_prometheus=0 a
+  local want_adaptive=0 want_prometheus=0 want_ssl=0 a
   for a in "$@"; do
     case $a in
       --adaptive) want_adaptive=1 ;;
       --prometheus) want_prometheus=1 ;;
-      *) die "up: unknown option '$a' (expected --adaptive, --prometheus)" ;;
+      --ssl) want_ssl=1 ;;
+      *) die "up: unknown option '$a' (expected --adaptive, --prometheus, --ssl)" ;;
     esac
   done
   need_python
@@ -314,6 +364,11 @@ cmd_up() {
     configured_prometheus && have=1
     if [ "$have" != "$want_prometheus" ]; then
       die "the cluster already runs with the Prometheus reporter $([ "$have" = 1 ] && echo on || echo off); 'scripts/flink.sh down' first to change it"
+    fi
+    have=0
+    configured_ssl && have=1
+    if [ "$have" != "$want_ssl" ]; then
+      die "the cluster already runs with REST TLS $([ "$have" = 1 ] && echo on || echo off); 'scripts/flink.sh down' first to change it"
     fi
     wait_ready
     log "already running at $REST_URL"

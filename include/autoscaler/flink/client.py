@@ -46,6 +46,8 @@ class FlinkConnection:
     password: str | None = None
     token: str | None = None
     verify: bool | str = True  # False, True or a CA bundle path
+    client_cert: str | None = None  # PEM certificate for TLS client authentication (security.ssl.rest.authentication-enabled)
+    client_key: str | None = None  # its private key (PEM), when not in client_cert
     timeout_s: float = 10.0
     retries: int = 4
     backoff_s: float = 0.5
@@ -90,6 +92,9 @@ class FlinkRestClient:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.verify = connection.verify
+        if connection.client_cert:
+            cert = connection.client_cert
+            self.session.cert = (cert, connection.client_key) if connection.client_key else cert
         if connection.token:
             self.session.headers["Authorization"] = f"Bearer {connection.token}"
         elif connection.username:
@@ -99,7 +104,11 @@ class FlinkRestClient:
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         url = f"{self.base_url}{path}"
         try:
-            response = self.session.request(method, url, timeout=self.connection.timeout_s, **kwargs)
+            # verify per request: a session's CA bundle loses to REQUESTS_CA_BUNDLE in the environment
+            # (requests' merge order), so a connection's own CA would be silently ignored.
+            response = self.session.request(
+                method, url, timeout=self.connection.timeout_s, verify=self.connection.verify, **kwargs
+            )
         except requests.ConnectionError as exc:
             raise FlinkUnreachable(f"Flink REST at {self.base_url} is unreachable: {_root_cause(exc)}", url=url) from None
         except requests.Timeout:

@@ -13,8 +13,10 @@ class FlinkHook(BaseHook):
     """Reach a Flink cluster's REST API through an Airflow connection of type ``flink``.
 
     Connection fields: host, port, schema (``http`` or ``https``), login/password for basic
-    auth; extras ``token`` (bearer), ``verify`` (``true``/``false``/CA bundle path) and
-    ``timeout`` (seconds). Secrets stay in the connection, never in code or logs.
+    auth; extras ``token`` (bearer), ``verify`` (``true``/``false``/CA bundle path),
+    ``client_cert`` and ``client_key`` (PEM paths: TLS client authentication, for a Flink with
+    ``security.ssl.rest.authentication-enabled``) and ``timeout`` (seconds). Secrets stay in the
+    connection, never in code or logs.
 
     :param flink_conn_id: the Airflow connection id (default ``flink_default``).
     """
@@ -50,6 +52,8 @@ class FlinkHook(BaseHook):
             password=conn.password or None,
             token=extra.get("token") or None,
             verify=_verify(extra.get("verify", True)),
+            client_cert=extra.get("client_cert") or None,
+            client_key=extra.get("client_key") or None,
             timeout_s=float(extra.get("timeout", 10)),
         )
 
