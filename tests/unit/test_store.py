@@ -38,7 +38,9 @@ def test_epochs_are_grouped_in_blocks_one_file_each(tmp_path):
     write_epochs(tmp_path, METRICS, "j", metrics_rows(TOPO, epochs(5), job="j"))
     assert len(list(block_dir(tmp_path, METRICS, "j", 0).glob("*.parquet"))) == 1
     assert block_dir(tmp_path, METRICS, "j", 1).is_dir()
-    assert not list((tmp_path / "metrics" / "job=j").glob(".*staging*"))
+    # Block 0 was replaced once: its previous version stays hidden until the block's next commit
+    # (a reader may still be listing it: autoscaler/store/commit.py); nothing else is left behind.
+    assert len(list((tmp_path / "metrics" / "job=j").glob(".*staging*"))) == 1
     assert sorted(set(read_epochs(tmp_path, METRICS, "j").column("epoch").to_pylist())) == [0, 5, 1023, 1024]
 
 

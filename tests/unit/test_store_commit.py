@@ -62,7 +62,8 @@ def test_a_writer_killed_at_any_step_loses_no_committed_row(tmp_path, step, fall
     # The next write finds the store healthy and clears what the killed one left.
     write_epochs(tmp_path, ACTIONS, "wc", rows([5], "v3"))
     assert messages(tmp_path)[5] == "v3" and sorted(messages(tmp_path)) == EPOCHS
-    assert not list(tmp_path.rglob(".staging-*")) and not list(tmp_path.rglob(".trash-*"))
+    # Left: at most the previous version of each block (deleted at its next commit), nothing else.
+    assert len(list(tmp_path.rglob(".staging-*"))) <= 2 and not list(tmp_path.rglob(".trash-*"))
 
 
 def test_a_reader_never_sees_an_epoch_missing_while_blocks_are_replaced(tmp_path):
@@ -77,7 +78,7 @@ def test_a_reader_never_sees_an_epoch_missing_while_blocks_are_replaced(tmp_path
     reader = threading.Thread(target=read)
     reader.start()
     try:
-        for i in range(40):
+        for i in range(200):
             write_epochs(tmp_path, ACTIONS, "wc", rows(EPOCHS[i % 2 :: 2], f"v{i}"))
     finally:
         done.set()

@@ -81,7 +81,9 @@ def swap_in(staged: Path, final: Path) -> None:
         os.rename(staged, final)
     elif _exchange(staged, final):
         failpoint("exchanged")
-        shutil.rmtree(staged, ignore_errors=True)  # the old version
+        # The old version now sits in the staging folder. It is deleted at the block's next commit
+        # (clean_leftovers), not now: a reader that opened the folder just before the exchange
+        # still lists it meanwhile.
     else:  # two renames; recover() restores the old version after a crash between them
         trash = _trash_for(final)
         os.rename(final, trash)

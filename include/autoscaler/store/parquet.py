@@ -18,6 +18,7 @@ into ``.torn/`` with a warning, so the rest of the job's table stays readable an
 from __future__ import annotations
 
 import fcntl
+import os
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -105,9 +106,9 @@ def write_epochs(root: str | Path, table: Table, job: str, data: pa.Table) -> li
             merged = [new_rows]
             if final.exists():
                 try:
-                    old = _read_files(table, final.glob("*.parquet"))
+                    old = _read_block_dir(table, final)
                 except TornBlock as torn:
-                    set_aside(final, torn.problem)
+                    set_aside(final, str(torn))
                 else:
                     keep = pc.invert(pc.is_in(old.column("epoch"), pa.array(block_epochs, pa.int64())))
                     merged.insert(0, old.filter(keep))
@@ -123,20 +124,48 @@ class TornBlock(InputError):
     """A block file that cannot be read (torn by a crash without fsync, or not Parquet at all)."""
 
 
-def _read_block(table: Table, path: Path) -> pa.Table:
+def _read_block(table: Table, path: Path, dir_fd: int | None = None) -> pa.Table:
     try:
-        return pq.read_table(path, schema=table.arrow_schema(with_partitions=False))
+        if dir_fd is None:
+            return pq.read_table(path, schema=table.arrow_schema(with_partitions=False))
+        with os.fdopen(os.open(path.name, os.O_RDONLY, dir_fd=dir_fd), "rb") as handle:
+            return pq.read_table(handle, schema=table.arrow_schema(with_partitions=False))
+    except FileNotFoundError:
+        raise
     except (pa.ArrowInvalid, OSError) as exc:
         # Say which file, instead of Arrow's "Parquet magic bytes not found".
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TornBlock(str(path), f"a {table.name} block of the store cannot be read ({first})") from None
 
 
-def _read_files(table: Table, files: Iterable[Path]) -> pa.Table:
-    parts = [_read_block(table, f) for f in sorted(files)]
-    if not parts:
-        return table.arrow_schema(with_partitions=False).empty_table()
-    return pa.concat_tables(parts)
+READ_ATTEMPTS = 20
+
+
+def _read_block_dir(table: Table, block: Path) -> pa.Table:
+    """One consistent version of a block folder, even while a writer swaps it.
+
+    The folder is opened once and its files are listed and opened through that handle, so all of
+    them belong to one version. A version being deleted after a swap (the old one) can show an
+    empty or shrinking listing, or a file gone: a committed block is never empty, so that reads
+    again, from the path, which names the new version by then.
+    """
+    empty = table.arrow_schema(with_partitions=False).empty_table()
+    for _ in range(READ_ATTEMPTS):
+        try:
+            dir_fd = os.open(block, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return empty
+        try:
+            names = sorted(n for n in os.listdir(dir_fd) if n.endswith(".parquet") and not n.startswith("."))
+            if not names:
+                continue
+            parts = [_read_block(table, block / name, dir_fd) for name in names]
+            return pa.concat_tables(parts)
+        except FileNotFoundError:
+            continue
+        finally:
+            os.close(dir_fd)
+    return empty
 
 
 def _read_committed(root: str | Path, table: Table, job: str, block: Path) -> pa.Table:
@@ -151,14 +180,14 @@ def _read_committed(root: str | Path, table: Table, job: str, block: Path) -> pa
         if not block.is_dir():
             return empty
     try:
-        return _read_files(table, block.glob("*.parquet"))
+        return _read_block_dir(table, block)
     except TornBlock as torn:
         with store_lock(root, table, job):
             try:
-                return _read_files(table, block.glob("*.parquet"))  # a writer may have replaced it meanwhile
+                return _read_block_dir(table, block)  # a writer may have replaced it meanwhile
             except TornBlock:
                 if block.is_dir():
-                    set_aside(block, torn.problem)
+                    set_aside(block, str(torn))
         return empty
 
 

@@ -1,7 +1,7 @@
 """The store's write contract (:mod:`autoscaler.store.parquet`) for Spark DataFrames.
 
 New rows are written to a staging folder first; rows of other epochs in the touched blocks
-are carried over; each touched block is then swapped in with renames. A failed check
+are carried over; each touched block is then committed (:mod:`autoscaler.store.commit`). A failed check
 (``before_commit``) or a failed job leaves the store as it was.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from autoscaler.store.commit import swap_in
+from autoscaler.store.commit import clean_leftovers, recover, staging_for, swap_in
 from autoscaler.store.parquet import store_lock, table_dir, validate_job_name
 from autoscaler.store.schemas import Table
 
@@ -58,7 +58,12 @@ def write_epochs(df: DataFrame, root: str, table: Table, job: str, before_commit
                 if carried.exists():
                     for part in carried.glob("*.parquet"):
                         part.rename(block / part.name)
-                swap_in(block, base / relative)
+                final = base / relative
+                recover(final)
+                clean_leftovers(final)
+                swap_in(block, final)
+                if block.exists():  # the old version: kept beside the block until its next commit
+                    block.rename(staging_for(final))
             return len(touched)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
