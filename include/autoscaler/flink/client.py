@@ -21,7 +21,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from autoscaler.flink import ids
-from autoscaler.flink.models import JobDetails, JobSummary, OperationStatus, SubtaskCounters, VertexInfo
+from autoscaler.flink.models import ENDED_STATES, JobDetails, JobSummary, OperationStatus, SubtaskCounters, VertexInfo
 
 
 class FlinkError(RuntimeError):
@@ -160,7 +160,7 @@ class FlinkRestClient:
             job = next((j for j in self.jobs() if j.id == job_id), None)
             if job is not None and job.all_running:
                 return job
-            if job is not None and job.state in ("FAILED", "CANCELED", "FINISHED", "SUSPENDED"):
+            if job is not None and job.state in ENDED_STATES:
                 raise FlinkError(f"job {job_id} is {job.state}: {self.exceptions(job_id)}")
             if time.monotonic() >= deadline:
                 seen = f"{job.state}, {job.tasks_running}/{job.tasks_total} tasks running" if job else "not listed"

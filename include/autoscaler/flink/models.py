@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# States in which a job is (or is about to be) alive; anything else means it is gone.
+ACTIVE_STATES = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING", "FAILING", "CANCELLING")
+ENDED_STATES = ("FAILED", "CANCELED", "FINISHED", "SUSPENDED")
+
 
 @dataclass(frozen=True)
 class JobSummary:

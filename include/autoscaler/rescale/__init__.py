@@ -24,4 +24,3 @@ job it already rescaled and never submits the job twice. Pure Python: no Airflow
 Modules: ``result`` (what an action did), ``journal`` (the resumable state), ``checks`` (shared
 checks and waits), ``savepoint`` and ``restart`` (savepoint-restart), ``in_place``.
 """
-

@@ -11,11 +11,7 @@ from autoscaler.errors import InputError
 from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import check_parallelism
-from autoscaler.flink.models import JobDetails, JobSummary
-
-# States in which a job is (or is about to be) alive; anything else means it is gone.
-ACTIVE_STATES = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING", "FAILING", "CANCELLING")
-ENDED_STATES = ("FAILED", "CANCELED", "FINISHED", "SUSPENDED")
+from autoscaler.flink.models import ENDED_STATES, JobDetails, JobSummary
 
 # /jobs/:id is cached for web.refresh-interval (500 ms here, 3 s by default): a parallelism that
 # does not match is only believed after re-reading it for this long.

@@ -15,10 +15,9 @@ from autoscaler.config.options import IN_PLACE, START_TIMEOUT
 from autoscaler.errors import InputError
 from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkError, FlinkRestClient
-from autoscaler.flink.models import JobSummary
+from autoscaler.flink.models import ENDED_STATES, JobSummary
 from autoscaler.record.outcomes import FAILED, NOOP, SUCCEEDED
 from autoscaler.rescale.checks import (
-    ENDED_STATES,
     Wait,
     check_target,
     check_timeout,

@@ -27,7 +27,7 @@ JOURNAL_VERSION = 1
 ACTION_ID_CHARS = "A-Za-z0-9_.:+=@-"
 ACTION_ID_MAX = 200
 ACTION_ID = re.compile(f"[A-Za-z0-9_][{ACTION_ID_CHARS}]{{0,{ACTION_ID_MAX - 1}}}")
-_KEPT = re.compile(r"[A-Za-z0-9_.:+@-]")  # ACTION_ID_CHARS but "=", the escape character
+_KEPT = re.compile(f"[{ACTION_ID_CHARS.replace('=', '')}]")  # all but "=", the escape character
 
 
 def safe_name(text: str) -> str:

@@ -17,8 +17,9 @@ from autoscaler.config.options import SAVEPOINT_RESTART
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, program_args, resolve_jar
+from autoscaler.flink.models import ACTIVE_STATES
 from autoscaler.record.outcomes import FAILED, ROLLED_BACK, SUCCEEDED
-from autoscaler.rescale.checks import ACTIVE_STATES, cancel_quietly, wait_running
+from autoscaler.rescale.checks import cancel_quietly, wait_running
 from autoscaler.rescale.journal import Journal, seconds_since, utcnow
 from autoscaler.rescale.result import RescaleResult
 

@@ -19,9 +19,9 @@ from autoscaler.errors import InputError
 from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, resolve_jar
+from autoscaler.flink.models import ACTIVE_STATES
 from autoscaler.record.outcomes import FAILED, NOOP
 from autoscaler.rescale.checks import (
-    ACTIVE_STATES,
     VERIFY_WINDOW_S,
     check_target,
     check_timeout,

@@ -124,10 +124,8 @@ class TornBlock(InputError):
     """A block file that cannot be read (torn by a crash without fsync, or not Parquet at all)."""
 
 
-def _read_block(table: Table, path: Path, dir_fd: int | None = None) -> pa.Table:
+def _read_block(table: Table, path: Path, dir_fd: int) -> pa.Table:
     try:
-        if dir_fd is None:
-            return pq.read_table(path, schema=table.arrow_schema(with_partitions=False))
         with os.fdopen(os.open(path.name, os.O_RDONLY, dir_fd=dir_fd), "rb") as handle:
             return pq.read_table(handle, schema=table.arrow_schema(with_partitions=False))
     except FileNotFoundError:
