@@ -145,6 +145,7 @@ def what_if_params(job: JobConfig) -> dict[str, Param]:
         "integer": ["null", "integer"],
         "boolean": ["null", "boolean"],
         "choice": ["null", "string"],
+        "duration": ["null", "number"],  # seconds, as PolicyOptions holds them
         "bounds": "object",
     }
     params = {}
@@ -155,7 +156,7 @@ def what_if_params(job: JobConfig) -> dict[str, Param]:
             params[option.name] = Param(
                 {} if option.kind == "bounds" else None,
                 type=kinds[option.kind],
-                description=f"{option.meaning} This job: {value!r}.",
+                description=f"{option.meaning}{' In seconds.' if option.kind == 'duration' else ''} This job: {value!r}.",
                 **limits,
             )
     return params

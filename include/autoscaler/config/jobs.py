@@ -151,6 +151,16 @@ _POLICY = (
     opt.MAX_PARALLELISM,
     opt.JOB_MAX_PARALLELISM,
     opt.ALIGN_TO_KEY_GROUPS,
+    opt.TARGET_UTILIZATION,
+    opt.UTILIZATION_BOUNDARY,
+    opt.SCALE_DOWN_INTERVAL,
+    opt.MAX_SCALE_DOWN_FACTOR,
+    opt.CATCH_UP_DURATION,
+    opt.RESTART_TIME,
+    opt.BACKPRESSURE_THRESHOLD,
+    opt.RULES_EPOCHS,
+    opt.RULES_STEP,
+    opt.LOW_UTILIZATION,
 )
 _STABILITY = (opt.WARMUP_EPOCHS, opt.ACTIVATION_EPOCHS, opt.IGNORE_SCALE_DOWN_BY, opt.COOLDOWN, opt.MAX_SCALE_DOWN_STEP)
 
@@ -165,8 +175,10 @@ def _savepoint_dir(value: str) -> str:
     return value if "://" in value else str(_path(value))
 
 
-def _policy(f: Fields) -> tuple[PolicyOptions, Stability]:
-    values = {o.name: f.option(o) for o in _POLICY}
+def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
+    # Durations travel as seconds in the policy's options (JSON, see PolicyOptions).
+    values = {o.name: f.option(o) for o in _POLICY} | {"interval": interval}
+    values = {k: v.total_seconds() if isinstance(v, timedelta) else v for k, v in values.items()}
     try:
         options = PolicyOptions(**values)
     except InputError as exc:
@@ -223,7 +235,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
     except ValueError:
         raise f.error("start_date", f"expected an ISO date like 2026-01-01, got {start!r}") from None
     start_date = start_date if start_date.tzinfo else start_date.replace(tzinfo=UTC)
-    options, stability = _policy(Fields(f.get("policy"), where, "policy."))
+    options, stability = _policy(Fields(f.get("policy"), where, "policy."), interval)
     approval = _approval(Fields(f.get("approval"), where, "approval."))
     collect = Fields(f.get("collect"), where, "collect.")
     short_window = collect.option(opt.SHORT_WINDOW)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -80,7 +80,7 @@ SOURCE_RATE_METRIC = Option(
     "collect.source_rate_metric", "text", None, "Per-subtask gauge of the sources saying what rate they are asked to emit."
 )
 # -- policy -------------------------------------------------------------------------------------
-POLICY_KINDS = ("ds2",)  # the kinds autoscaler.policy.base registers
+POLICY_KINDS = ("ds2", "utilization", "rules")  # the kinds autoscaler.policy.base registers
 KIND = Option(
     "policy.kind", "choice", "ds2", "Which policy proposes the parallelism (autoscaler/policy/<kind>.py).", choices=POLICY_KINDS
 )
@@ -104,6 +104,47 @@ ALIGN_TO_KEY_GROUPS = Option(
     False,
     "Round a proposal up to a divisor of the max parallelism so key groups spread evenly.",
 )
+# kind utilization: the Flink Kubernetes Operator autoscaler's model, with its defaults.
+TARGET_UTILIZATION = Option(
+    "policy.target_utilization", "number", 0.7,
+    "utilization: the busy fraction each operator is sized for (Flink: job.autoscaler.utilization.target).", 0.01,
+)  # fmt: skip
+UTILIZATION_BOUNDARY = Option(
+    "policy.utilization_boundary", "number", 0.3,
+    "utilization: act only when some operator's expected utilization leaves target +- this (Flink: ...utilization.boundary).",
+    0.0,
+)  # fmt: skip
+SCALE_DOWN_INTERVAL = Option(
+    "policy.scale_down_interval", "duration", timedelta(hours=1),
+    "utilization: a scale-down waits until it was recommended for this long, then takes the largest recommendation "
+    "seen (Flink: job.autoscaler.scale-down.interval).", 0,
+)  # fmt: skip
+MAX_SCALE_DOWN_FACTOR = Option(
+    "policy.max_scale_down_factor", "number", 0.4,
+    "utilization: one scale-down removes at most this fraction of an operator's instances.", 0.0,
+)  # fmt: skip
+CATCH_UP_DURATION = Option(
+    "policy.catch_up_duration", "duration", timedelta(minutes=30),
+    "utilization: the time a backlog (sources' pending records) should be worked off in.", 1,
+)  # fmt: skip
+RESTART_TIME = Option(
+    "policy.restart_time", "duration", timedelta(minutes=5),
+    "utilization: the expected restart time, whose input must be caught up too.", 0,
+)  # fmt: skip
+# kind rules: a Dhalion-style rule-based baseline.
+BACKPRESSURE_THRESHOLD = Option(
+    "policy.backpressure_threshold", "number", 0.1,
+    "rules: an operator is back-pressured when its most back-pressured instance is for this fraction of the epoch.", 0.0,
+)  # fmt: skip
+RULES_EPOCHS = Option(
+    "policy.rules_epochs", "integer", 3,
+    "rules: consecutive epochs a symptom (back-pressure, or low utilization) must last before acting.", 1,
+)  # fmt: skip
+RULES_STEP = Option("policy.rules_step", "integer", 2, "rules: instances added or removed per action.", 1)
+LOW_UTILIZATION = Option(
+    "policy.low_utilization", "number", 0.3,
+    "rules: with no back-pressure, an operator whose busiest instance stays below this busy fraction scales down.", 0.0,
+)  # fmt: skip
 # -- decide -------------------------------------------------------------------------------------
 WARMUP_EPOCHS = Option(
     "policy.warmup_epochs", "integer", 1, "Epochs after a rescale whose metrics are never acted on (the restart's transient).", 0
@@ -164,6 +205,19 @@ class PolicyOptions:
     max_parallelism: dict[str, int] = field(default_factory=lambda: dict(MAX_PARALLELISM.default))
     job_max_parallelism: int | None = JOB_MAX_PARALLELISM.default
     align_to_key_groups: bool = ALIGN_TO_KEY_GROUPS.default
+    # Durations are seconds here (the options travel as JSON to the Spark job and into each decision).
+    target_utilization: float = TARGET_UTILIZATION.default
+    utilization_boundary: float = UTILIZATION_BOUNDARY.default
+    scale_down_interval: float = SCALE_DOWN_INTERVAL.default.total_seconds()
+    max_scale_down_factor: float = MAX_SCALE_DOWN_FACTOR.default
+    catch_up_duration: float = CATCH_UP_DURATION.default.total_seconds()
+    restart_time: float = RESTART_TIME.default.total_seconds()
+    backpressure_threshold: float = BACKPRESSURE_THRESHOLD.default
+    rules_epochs: int = RULES_EPOCHS.default
+    rules_step: int = RULES_STEP.default
+    low_utilization: float = LOW_UTILIZATION.default
+    # The job's policy interval (seconds), so that a kind can count its epochs of history.
+    interval: float = POLICY_INTERVAL.default.total_seconds()
 
     def __post_init__(self) -> None:
         if self.kind not in POLICY_KINDS:
@@ -182,17 +236,30 @@ class PolicyOptions:
                 raise InputError("--max-parallelism", f"operator {op!r}: max {high} is below min {low}")
         if self.job_max_parallelism is not None and self.job_max_parallelism < 1:
             raise InputError("--job-max-parallelism", f"must be >= 1, got {self.job_max_parallelism}")
+        if not 0 < self.target_utilization <= 1:
+            raise InputError("--target-utilization", f"must be in (0, 1], got {self.target_utilization!r}")
+        for name in ("utilization_boundary", "max_scale_down_factor", "backpressure_threshold", "low_utilization"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 <= value <= 1):
+                raise InputError(f"--{name.replace('_', '-')}", f"must be a fraction in [0, 1], got {value!r}")
+        for name in ("scale_down_interval", "catch_up_duration", "restart_time"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise InputError(f"--{name.replace('_', '-')}", f"must be seconds >= 0, got {value!r}")
+        if not (isinstance(self.interval, (int, float)) and math.isfinite(self.interval) and self.interval > 0):
+            raise InputError("--interval", f"the policy interval must be seconds > 0, got {self.interval!r}")
+        if self.catch_up_duration <= 0:
+            raise InputError("--catch-up-duration", "must be longer than 0 s")
+        for name in ("rules_epochs", "rules_step"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                raise InputError(f"--{name.replace('_', '-')}", f"must be an integer >= 1, got {getattr(self, name)!r}")
 
     def resolved(self, topology: Topology) -> PolicyOptions:
         """The same options with operator names replaced by ids (unknown operators are errors)."""
-        return PolicyOptions(
-            kind=self.kind,
-            factor=self.factor,
-            threshold=self.threshold,
+        return replace(
+            self,
             min_parallelism={topology.resolve(k, "--min-parallelism"): v for k, v in self.min_parallelism.items()},
             max_parallelism={topology.resolve(k, "--max-parallelism"): v for k, v in self.max_parallelism.items()},
-            job_max_parallelism=self.job_max_parallelism,
-            align_to_key_groups=self.align_to_key_groups,
         )
 
     def to_json(self) -> str:
@@ -213,7 +280,14 @@ class PolicyOptions:
     def describe(cls) -> list[tuple[str, object, str]]:
         """(name, default, meaning) for every policy option, from the declarations above."""
         by_name = {o.name: o for o in OPTIONS if o.key.startswith("policy.")}
-        return [(name, by_name[name].default, by_name[name].meaning) for name in cls.__dataclass_fields__]
+        return [(name, by_name[name].default, by_name[name].meaning) for name in cls.__dataclass_fields__ if name in by_name]
+
+    def bounds(self, op: str, key_groups: int | None) -> tuple[int, int]:
+        """(lowest, highest) parallelism allowed for operator ``op`` (an id, after :meth:`resolved`)."""
+        from autoscaler.policy.rounding import SATURATED
+
+        caps = [c for c in (self.max_parallelism.get(op), self.job_max_parallelism, key_groups) if c]
+        return self.min_parallelism.get(op, 1), min(caps) if caps else SATURATED
 
 
 def options_table() -> str:

@@ -10,10 +10,10 @@ true output / true processing * target input (from the unrounded estimate).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.base import Decision, OperatorWindow
+from autoscaler.policy.base import Decision, EpochWindows, OperatorWindow, unusable_epoch, verdict
 from autoscaler.policy.rounding import SATURATED, align_up, round_up, threshold_adjust
 from autoscaler.topology import Topology
 
@@ -35,43 +35,17 @@ def evaluate_epoch(
     windows: Mapping[str, OperatorWindow],
     options: PolicyOptions,
     source_rates: Mapping[str, float] | None = None,
+    history: Sequence[EpochWindows] = (),
 ) -> list[Decision]:
-    """Decisions for every operator of ``topology`` (in topological order) for one epoch."""
+    """Decisions for every operator of ``topology`` (in topological order) for one epoch.
+
+    DS2 needs no history: one epoch's rates decide (``history`` is accepted and ignored).
+    """
     options = options.resolved(topology)
     source_rates = source_rates or {}
-    missing = [
-        f"{topology.operators[op].name} has {windows[op].instances_observed if op in windows else 0}"
-        f" of {windows[op].parallelism if op in windows else topology.operators[op].parallelism} instances"
-        for op in topology.order
-        if op not in windows or windows[op].instances_observed != windows[op].parallelism
-    ]
-    warm = [topology.operators[op].name for op in topology.order if op in windows and windows[op].warmup_instances]
-    if missing or warm:
-        status = "incomplete" if missing else "warmup"
-        if missing:
-            reason = "incomplete metrics, no change: " + "; ".join(missing)
-        else:
-            reason = "warm-up window (the job restarted), no change: " + ", ".join(warm)
-        return [
-            Decision(
-                op,
-                topology.operators[op].name,
-                topology.operators[op].is_source,
-                status,
-                windows[op].parallelism if op in windows else topology.operators[op].parallelism,
-                windows[op].instances_observed if op in windows else 0,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                windows[op].parallelism if op in windows else topology.operators[op].parallelism,
-                None,
-                reason,
-            )
-            for op in topology.order
-        ]
+    unusable = unusable_epoch(topology, windows)
+    if unusable is not None:
+        return unusable
 
     output: dict[str, float] = {}
     estimate: dict[str, tuple[float, float, float, int]] = {}  # op -> (input, capacity, optimal, raw)
@@ -148,7 +122,7 @@ def evaluate_epoch(
             if aligned != bounded:
                 why += f"; aligned to {aligned} (divides {key_groups} key groups)"
             bounded = aligned
-        why += _verdict(w.parallelism, bounded)
+        why += verdict(w.parallelism, bounded)
         decisions.append(
             Decision(
                 op,
@@ -170,10 +144,3 @@ def evaluate_epoch(
         )
     return decisions
 
-
-def _verdict(current: int, target: int) -> str:
-    if target > current:
-        return f" -> scale up {current} -> {target}"
-    if target < current:
-        return f" -> scale down {current} -> {target}"
-    return f" -> keep {current}"

@@ -182,12 +182,12 @@ def what_if_options(job: JobConfig, params: dict[str, Any]) -> PolicyOptions:
     import dataclasses
 
     overrides = {}
-    for key in ("kind", "factor", "threshold", "job_max_parallelism", "align_to_key_groups"):
-        if params.get(key) not in (None, ""):
-            overrides[key] = params[key]
-    for key in ("min_parallelism", "max_parallelism"):
-        if params.get(key):
+    bounds = ("min_parallelism", "max_parallelism")
+    for key in job.policy.__dataclass_fields__:
+        if key in bounds and params.get(key):
             overrides[key] = {str(k): int(v) for k, v in dict(params[key]).items()}
+        elif key not in bounds and params.get(key) not in (None, ""):
+            overrides[key] = params[key]
     return dataclasses.replace(job.policy, **overrides)
 
 

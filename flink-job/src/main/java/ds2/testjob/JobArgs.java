@@ -20,6 +20,11 @@ final class JobArgs {
         opt("sink-parallelism", "1", "Sink subtasks");
         opt("max-parallelism", "128", "max parallelism (key groups) of the job");
         opt("keys", "10000", "distinct keys (>= 1,000 avoids key skew at parallelism 8)");
+        opt("skew", "0", "fraction of all keys drawn that is the one hot key k0 (0: none; 0.3 caps Count's speed-up at 1/0.3)");
+        opt("partitions", null, "read from this many partitions that owe their share of the schedule "
+                + "(a Kafka-like source reporting pendingRecords; default: the rate-limited generator)");
+        opt("backlog", "true", "with --partitions: records not emitted (back-pressure, restarts) are owed and "
+                + "emitted as fast as the job allows; false drops what is over 100 ms behind");
         opt("words-per-record", "1", "keys per source line: Parse emits this many records per input (selectivity)");
         opt("count-wait-us", "0", "waiting cost per Count record, microseconds (batched sleep; scales with parallelism)");
         opt("count-cpu-us", "0", "CPU cost per Count record, microseconds (busy spin; bounded by the cores)");
@@ -95,6 +100,14 @@ final class JobArgs {
             throw new IllegalArgumentException("--" + name + " is too large: " + n);
         }
         return (int) n;
+    }
+
+    boolean getBoolean(String name) {
+        String v = get(name).trim().toLowerCase(java.util.Locale.ROOT);
+        if (v.equals("true") || v.equals("false")) {
+            return v.equals("true");
+        }
+        throw new IllegalArgumentException("--" + name + ": '" + get(name) + "' is not true or false");
     }
 
     double getDouble(String name, double min) {

@@ -102,6 +102,30 @@ public final class RateSchedule implements Serializable {
         return rate[i];
     }
 
+    /**
+     * Records scheduled from the schedule's start to {@code elapsedMs} (the integral of the rate).
+     * Before the start the first rate applies, so the value is negative there: only differences
+     * between two times are meaningful.
+     */
+    public double cumulative(long elapsedMs) {
+        if (elapsedMs <= atMs[0]) {
+            return rate[0] * (elapsedMs - atMs[0]) / 1000.0 + cumulativeAtStep(0);
+        }
+        int i = 0;
+        while (i + 1 < atMs.length && atMs[i + 1] <= elapsedMs) {
+            i++;
+        }
+        return cumulativeAtStep(i) + rate[i] * (elapsedMs - atMs[i]) / 1000.0;
+    }
+
+    private double cumulativeAtStep(int step) {
+        double total = 0;
+        for (int i = 0; i < step; i++) {
+            total += rate[i] * (atMs[i + 1] - atMs[i]) / 1000.0;
+        }
+        return total;
+    }
+
     @Override
     public String toString() {
         StringBuilder b = new StringBuilder();

@@ -6,6 +6,7 @@ import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 
@@ -58,17 +59,27 @@ public final class TestJob {
             env.enableCheckpointing(args.getLong("checkpoint-interval-ms", 1));
         }
 
-        DataGeneratorSource<String> source =
-                new DataGeneratorSource<>(
-                        new LineGenerator(keys, wordsPerRecord, schedule, scheduleStartMs, sourceP),
-                        Long.MAX_VALUE,
-                        new ScheduledRateLimiterStrategy<>(schedule, scheduleStartMs),
-                        Types.STRING);
-
-        DataStream<String> lines =
-                env.fromSource(source, WatermarkStrategy.noWatermarks(), "Source")
-                        .uid("Source")
-                        .setParallelism(sourceP);
+        double skew = args.getDouble("skew", 0);
+        if (skew > 1) {
+            throw new IllegalArgumentException("--skew must be <= 1, got " + skew);
+        }
+        SingleOutputStreamOperator<String> lines;
+        if (args.has("partitions")) {
+            PartitionedSource source =
+                    new PartitionedSource(
+                            args.getInt("partitions", 1), args.getBoolean("backlog"), schedule,
+                            scheduleStartMs, keys, wordsPerRecord, skew);
+            lines = env.fromSource(source, WatermarkStrategy.noWatermarks(), "Source");
+        } else {
+            DataGeneratorSource<String> source =
+                    new DataGeneratorSource<>(
+                            new LineGenerator(keys, wordsPerRecord, skew, schedule, scheduleStartMs, sourceP),
+                            Long.MAX_VALUE,
+                            new ScheduledRateLimiterStrategy<>(schedule, scheduleStartMs),
+                            Types.STRING);
+            lines = env.fromSource(source, WatermarkStrategy.noWatermarks(), "Source");
+        }
+        lines.uid("Source").setParallelism(sourceP);
 
         DataStream<Tuple2<Integer, Long>> words =
                 lines.flatMap(new ParseFunction(parseCost))
@@ -87,9 +98,9 @@ public final class TestJob {
 
         System.out.printf(
                 "%s: schedule %s from %d, parallelism source %d, parse %d, count %d, sink %d, "
-                        + "max %d, %d keys, parse %s, count %s%n",
+                        + "max %d, %d keys (skew %s), partitions %s (backlog %s), parse %s, count %s%n",
                 args.get("job-name"), schedule, scheduleStartMs, sourceP, parseP, countP, sinkP,
-                maxParallelism, keys, parseCost, countCost);
+                maxParallelism, keys, skew, args.get("partitions"), args.get("backlog"), parseCost, countCost);
         env.execute(args.get("job-name"));
     }
 
