@@ -33,6 +33,7 @@ def metrics_rows(topo: Topology, epochs: Mapping[int, Mapping[str, OperatorWindo
     cols: dict[str, list] = {c.name: [] for c in METRICS.columns}
     for epoch, windows in epochs.items():
         for op, w in windows.items():
+            timed = bool(w.busy_ratio_max or w.backpressure_ratio_max)
             for i in range(1, w.instances_observed + 1):
                 share = 1.0 / w.parallelism
                 row = {
@@ -49,14 +50,16 @@ def metrics_rows(topo: Topology, epochs: Mapping[int, Mapping[str, OperatorWindo
                     "window_end": None,
                     "records_in": None,
                     "records_out": None,
-                    "busy_ms": None,
-                    "idle_ms": None,
-                    "backpressured_ms": None,
+                    # Every instance equally busy and back-pressured: the maxima are the window's ratios.
+                    "busy_ms": 1000 * w.busy_ratio_max if timed else None,
+                    "idle_ms": 1000 * (1 - w.busy_ratio_max - w.backpressure_ratio_max) if timed else None,
+                    "backpressured_ms": 1000 * w.backpressure_ratio_max if timed else None,
                     "true_processing_rate": w.true_processing_rate * share,
                     "true_output_rate": w.true_output_rate * share,
-                    "observed_processing_rate": w.true_processing_rate * share / 2,
+                    "observed_processing_rate": (w.observed_processing_rate or w.true_processing_rate / 2) * share,
                     "observed_output_rate": w.observed_output_rate * share,
                     "warmup": i <= w.warmup_instances,
+                    "pending_records": None if w.pending_records is None else w.pending_records * share,
                     "source_format": "test",
                 }
                 for k, v in row.items():

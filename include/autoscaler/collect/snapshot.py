@@ -21,6 +21,9 @@ averages that lag a change by a minute). Per instance and window W:
   and DS2 can only grow the job step by step: configure a rate metric or a source-rate
   override for such jobs, as the DS2 reference does.
 
+Sources that report FLIP-33's ``pendingRecords`` (Kafka, the test job's partitioned source) have
+it read at each snapshot: the backlog at the window's end, for the policies that work it off.
+
 A window that spans a restart (the job id changed, the parallelism changed, or a counter went
 down) is marked warm-up: kept for the record, never used for a decision.
 """
@@ -126,18 +129,7 @@ def take_snapshot(
         if refresh_timeout_s <= 0 or _advanced(primed, counters) or time.monotonic() >= deadline:
             break
         time.sleep(0.25)
-    if source_rate_metric:
-        counters = [
-            replace(
-                c,
-                target_rate=client.subtask_metrics(details.id, c.vertex_id, c.subtask, [source_rate_metric]).get(
-                    source_rate_metric
-                ),
-            )
-            if c.vertex_id in sources
-            else c
-            for c in counters
-        ]
+    counters = _with_source_gauges(client, details.id, sources, counters, source_rate_metric)
     return Snapshot(
         job_name=job_name,
         flink_job_id=details.id,
@@ -146,6 +138,29 @@ def take_snapshot(
         edges=details.edges,
         counters=tuple(counters),
     )
+
+
+PENDING_RECORDS = ".pendingRecords"  # FLIP-33's standard source metric, prefixed with the operator's name
+
+
+def _with_source_gauges(
+    client: FlinkRestClient, job_id: str, sources: set[str], counters: list[SubtaskCounters], rate_metric: str | None
+) -> list[SubtaskCounters]:
+    """Source counters with their target rate (``rate_metric``) and pending records, when reported."""
+    names: dict[str, list[str]] = {}
+    for vertex in sorted(sources):
+        listed = client.subtask_metric_names(job_id, vertex, 0)
+        names[vertex] = [n for n in listed if n.endswith(PENDING_RECORDS)][:1] + ([rate_metric] if rate_metric else [])
+    out = []
+    for c in counters:
+        wanted = names.get(c.vertex_id)
+        if not wanted:
+            out.append(c)
+            continue
+        values = client.subtask_metrics(job_id, c.vertex_id, c.subtask, wanted)
+        pending = next((v for k, v in values.items() if k.endswith(PENDING_RECORDS)), None)
+        out.append(replace(c, target_rate=values.get(rate_metric) if rate_metric else None, pending_records=pending))
+    return out
 
 
 def restart_between(previous: Snapshot, current: Snapshot) -> str | None:
@@ -228,6 +243,7 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
             "observed_processing_rate": 0.0 if is_source else d_in / window_s,
             "observed_output_rate": d_out / window_s,
             "warmup": warmup,
+            "pending_records": c.pending_records if is_source else None,
             "source_format": "flink-rest",
         }
         for key, value in row.items():

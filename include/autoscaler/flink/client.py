@@ -221,6 +221,11 @@ class FlinkRestClient:
                 continue
         return out
 
+    def subtask_metric_names(self, job_id: str, vertex_id: str, subtask: int) -> list[str]:
+        """The ids of every metric one subtask reports (e.g. ``Source__Source.pendingRecords``)."""
+        path = f"/jobs/{ids.job_id(job_id)}/vertices/{ids.vertex_id(vertex_id)}/subtasks/{ids.subtask_index(subtask)}/metrics"
+        return [str(item["id"]) for item in self.get(path) or [] if isinstance(item, dict) and "id" in item]
+
     def exceptions(self, job_id: str) -> str | None:
         data = self.get(f"/jobs/{ids.job_id(job_id)}/exceptions")
         root = (data or {}).get("root-exception")

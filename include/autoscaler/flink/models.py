@@ -66,6 +66,7 @@ class SubtaskCounters:
     backpressured_ms: float
     status: str
     target_rate: float | None = None  # sources: the rate they are asked to emit, when a metric says so
+    pending_records: float | None = None  # sources: records they owe (FLIP-33 pendingRecords), when reported
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ A baseline to measure DS2 against, with that autoscaler's defaults (``../shared/
   backlog adds ``pending records / catch-up duration`` and the input of a restart
   (``rate * restart time / catch-up duration``);
 - sizing: ``ceil(demand / target utilization + catch-up) / capacity per instance``;
-- acting: only when some operator's expected utilization leaves ``target +- boundary``; a
+- acting: only when an operator whose parallelism would change has an expected utilization
+  outside ``target +- boundary``; a
   scale-down removes at most ``max_scale_down_factor`` of the instances, waits until it has been
   recommended for ``scale_down_interval`` (then takes the largest recommendation seen), and never
   happens while the backlog exceeds 5 minutes of input.
@@ -106,7 +107,9 @@ def evaluate_epoch(
     if unusable is not None:
         return unusable
     sizings, total_rate, backlog = _sizings(topology, windows, options, source_rates)
-    act = any(not s.in_band for s in sizings.values())
+    # As Flink's allChangedVerticesWithinUtilizationTarget: act only if an operator whose
+    # parallelism would change is outside the band.
+    act = any(not s.in_band and s.proposal != windows[op].parallelism for op, s in sizings.items())
     earlier = [_past_proposals(topology, e.windows, options, source_rates) for e in history]
     # The earlier epochs of the last scale-down interval must all have recommended it too; one
     # that is missing (quarantined, never collected) did not, so the run falls short.
@@ -121,7 +124,7 @@ def evaluate_epoch(
         s = sizings[op]
         target, why = w.parallelism, s.why
         if not act:
-            why += "; every operator within the utilization band: no change"
+            why += "; every operator that would change is within the utilization band: no change"
         elif s.proposal > w.parallelism:
             target = s.proposal
         elif s.proposal < w.parallelism:

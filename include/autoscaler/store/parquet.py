@@ -72,12 +72,18 @@ def store_lock(root: str | Path, table: Table, job: str) -> Iterator[None]:
 
 
 def conform(table: Table, data: pa.Table, source: str) -> pa.Table:
-    """Cast ``data`` to the table's file schema (partition columns dropped), naming what is missing."""
-    missing = [c.name for c in table.data_columns if c.name not in data.column_names]
+    """Cast ``data`` to the table's file schema (partition columns dropped), naming what is missing.
+
+    A nullable column the rows lack is filled with nulls (a column added to the schema later).
+    """
+    missing = [c.name for c in table.data_columns if c.name not in data.column_names and not c.nullable]
     if missing:
         raise InputError(source, f"{table.name} rows lack columns {missing}")
     arrays = []
     for field in table.arrow_schema(with_partitions=False):
+        if field.name not in data.column_names:
+            arrays.append(pa.nulls(data.num_rows, field.type))
+            continue
         column = data.column(field.name)
         if not field.nullable and column.null_count:
             raise InputError(source, f"{table.name} column {field.name!r} has {column.null_count} null values")

@@ -135,7 +135,7 @@ class DS2PolicyOperator(PolicyEngineOperator):
         return self._backfill(context, epoch, run_id)
 
     def _run(self, first: int, last: int, kind: str, run_id: str) -> dict[str, Any]:
-        self.log.info("DS2 policy for %s epochs %d..%d (%s)", self.job.name, first, last, kind)
+        self.log.info("%s policy for %s epochs %d..%d (%s)", self.job.policy.kind, self.job.name, first, last, kind)
         engine = self.run_policy(store_run(self.job, first, last, kind, run_id))
         return {"from_epoch": first, "to_epoch": last, "run_id": run_id, "run_type": kind, "engine": engine}
 

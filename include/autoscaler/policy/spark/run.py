@@ -50,14 +50,21 @@ def decide_stored_epochs(
 
     Nothing is committed when the inputs fail their checks (unknown operators, no rows).
     """
-    from autoscaler.policy.spark import inputs, plan
+    from autoscaler.policy.base import history_epochs
+    from autoscaler.policy.spark import by_kind, inputs, plan
 
     topology = topology or read_topology_csv(run.topology_path)
     options = run.options.resolved(topology)
-    metrics = inputs.metrics_store(spark, run.store, run.job, run.from_epoch, run.to_epoch)
+    # A kind that looks back (rules, utilization) reads the epochs before the range as its history.
+    depth = history_epochs(options)
+    first = run.from_epoch - depth if run.from_epoch is not None else None
+    metrics = inputs.metrics_store(spark, run.store, run.job, first, run.to_epoch)
     metrics, counts = inputs.guard_operators(metrics, topology)
     info = plan.RunInfo(run.run_id, run.run_type, datetime.now(UTC).replace(microsecond=0))
-    decisions = plan.ds2_decisions(metrics, topology, options, info, source_rates)
+    if options.kind == "ds2":
+        decisions = plan.ds2_decisions(metrics, topology, options, info, source_rates)
+    else:
+        decisions = by_kind.kind_decisions(metrics, topology, options, info, source_rates, run.from_epoch)
 
     # One Spark action: the decisions (a few rows per epoch) come back to this process, which commits
     # them with the store's own writer. Writing them from Spark took four actions per run (staging,

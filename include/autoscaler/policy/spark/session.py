@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
 
 def policy_session(app_name: str = "ds2-policy", master: str | None = None) -> SparkSession:
     """The session spark-submit gave us, or a local one (tests, benchmarks)."""
+    # Python workers (the policy kinds other than DS2 run as grouped pandas functions) must import
+    # this project: the interpreter running this code has it installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master:  # under spark-submit the master comes from its --master; plain Python defaults to local[*]
         builder = builder.master(master)
