@@ -48,6 +48,7 @@ class EpochRow:
     warmup: bool = False
     measured: bool = True  # False: no metrics for this epoch (see verdict)
     validation: str = ""  # the validation's status (passed, not-decidable, failed) and failed rules
+    backlog: float | None = None  # records the sources owed at the window's end (FLIP-33), when they say
 
     @property
     def verdict(self) -> str:
@@ -126,6 +127,7 @@ def _measured_row(epoch: int, rows: list[dict[str, Any]]) -> EpochRow:
     sources = [r for r in rows if r["is_source"]]
     window_ms = [max((r["window_end"] - r["window_start"]).total_seconds() * 1000, 1) for r in sources if r["window_end"]]
     bp = [(r["backpressured_ms"] or 0) / w for r, w in zip(sources, window_ms, strict=False)]
+    pending = [r["pending_records"] for r in sources if r.get("pending_records") is not None]
     return EpochRow(
         epoch=epoch,
         end=max(r["window_end"] or r["window_start"] for r in rows),
@@ -134,6 +136,7 @@ def _measured_row(epoch: int, rows: list[dict[str, Any]]) -> EpochRow:
         backpressure=max(bp, default=0.0),
         parallelism={r["operator_name"]: r["parallelism"] for r in rows},
         warmup=any(r["warmup"] for r in rows),
+        backlog=sum(pending) if pending else None,
     )
 
 
@@ -239,14 +242,25 @@ def summary(ps: Sequence[Phase], rows: Sequence[EpochRow]) -> str:
     return "\n".join(lines)
 
 
-def chart(rows: Sequence[EpochRow], schedule: Sequence[tuple[datetime, float]], operators: Sequence[str], out_png: Path) -> Path:
+def chart(
+    rows: Sequence[EpochRow],
+    schedule: Sequence[tuple[datetime, float]],
+    operators: Sequence[str],
+    out_png: Path,
+    title: str = "DS2 autoscaler, closed loop on the local Flink test job",
+) -> Path:
+    """Rates, parallelism (and the sources' backlog, when they report one) over time, rescales marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r.measured]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True, height_ratios=[3, 2])
+    with_backlog = any(r.backlog is not None for r in rows)
+    if with_backlog:
+        fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True, height_ratios=[3, 1.5, 2])
+    else:
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True, height_ratios=[3, 2])
     t0 = schedule[0][0] if schedule else rows[0].end
 
     def x(t: datetime) -> float:
@@ -268,6 +282,10 @@ def chart(rows: Sequence[EpochRow], schedule: Sequence[tuple[datetime, float]], 
     top.set_ylabel("records/s")
     top.legend(loc="upper left", fontsize=8)
     top.grid(alpha=0.3)
+    if with_backlog:
+        middle.plot(xs, [r.backlog if r.backlog is not None else float("nan") for r in rows], "d-", color="tab:purple")
+        middle.set_ylabel("backlog (records)")
+        middle.grid(alpha=0.3)
     # Parallelism changes at the moment a rescale finished, not at an epoch boundary.
     changes = [(x(rows[0].end) - _step(rows), dict(rows[0].parallelism))] if rows else []
     for r in rows:
@@ -286,7 +304,7 @@ def chart(rows: Sequence[EpochRow], schedule: Sequence[tuple[datetime, float]], 
             for ax in (top, bottom):
                 ax.axvline(x(r.rescaled_at), color="tab:red", alpha=0.6)
             top.annotate("rescale", (x(r.rescaled_at), top.get_ylim()[1] * 0.92), color="tab:red", fontsize=8, rotation=90)
-    fig.suptitle("DS2 autoscaler, closed loop on the local Flink test job (grey: warm-up windows spanning a restart)")
+    fig.suptitle(f"{title} (grey: warm-up windows spanning a restart)")
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=110)
