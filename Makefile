@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
-.PHONY: setup demo demo-ui offline test test-fast lint bench bench-dag clean up down flink-install flink-up flink-up-adaptive flink-down \
+.PHONY: setup demo demo-ui offline test test-fast lint bench bench-dag lab clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status
 
 setup:
@@ -43,6 +43,11 @@ bench: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(PY) benchmarks/bench_policy.py
 bench-dag: setup
 	$(PY) benchmarks/bench_dag.py
+
+## The policy lab's full sweep: every scenario under ds2, utilization and rules against measured ground
+## truth (hours on 2 cores; resumable: finished results are kept). Results: benchmarks/lab/, docs/policy-lab.md.
+lab: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/ds2_lab.py sweep
 
 ## Local Flink 2.3 (from the PyPI wheels, loopback only) and the scalable test job.
 flink-install: setup

@@ -220,7 +220,7 @@ def parse_scenario(data: Any, where: str) -> Scenario:
         source_partitions=partitions, backlog=backlog, source_parallelism=source_p, initial_parallelism=initial,
         schedule=schedule, noise=noise, seed=f.integer("seed", 1, 0),
         resolution_s=f.duration("resolution", None, 1.0).total_seconds() if f.get("resolution") else 5.0,
-        keys=f.integer("keys", 10_000, 1), max_parallelism=maxima, description=f.text("description", ""),
+        keys=f.integer("keys", 10_000, 1), max_parallelism=maxima, description=f.text("description") or "",
     )  # fmt: skip
     f.done()
     for op, p in initial.items():

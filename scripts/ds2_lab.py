@@ -1,0 +1,277 @@
+"""The policy lab: the same workloads, several policies, measured against ground truth.
+
+    .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy ds2|utilization|rules[,...] --out DIR
+    .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab]
+    .venv/bin/python scripts/ds2_lab.py compare DIR ...
+    .venv/bin/python scripts/ds2_lab.py ground-truth SCENARIO.yaml ...
+
+``run`` is a closed loop on this machine: its own Flink, the warm Spark engine, PostgreSQL and
+Airflow (scheduler, triggerer, ...) with one registered job per policy, all on the scenario's
+load; the real DAG collects, validates, decides and rescales every interval. Several policies run
+side by side on one cluster (one job each) unless an operator is CPU-bound (then one after the
+other: they would compete for the cores). Each policy's ``DIR/<policy>/`` (``DIR`` itself for one
+policy) gets ``result.json``, ``report.md`` and ``chart.png``; a finished result is kept and
+skipped, so an interrupted sweep resumes. ``sweep`` runs every scenario under
+benchmarks/scenarios/ with all three policies and ends with ``compare``. Ground truth curves that
+a scenario needs and the cache lacks are measured first on the same cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+# This folder (ds2_local's stack) and benchmarks/ (the conditions every results file records).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ds2_local import JAR, PARALLELISM_ARGS, ROOT, Stack, free_port, log
+
+from autoscaler.lab import ground_truth as gt
+from autoscaler.lab.report import compare_table, report_md
+from autoscaler.lab.result import lab_result
+from autoscaler.lab.scenario import SCALED, Scenario, load_scenario
+from autoscaler.record.loop_report import EpochRow
+
+POLICIES = ("ds2", "utilization", "rules")
+SCENARIOS = ROOT / "benchmarks" / "scenarios"
+GROUND_TRUTH = ROOT / "benchmarks" / "ground-truth.json"
+OPERATORS = ["Source: Source", *SCALED]
+RATE_METRIC = "Source__Source.scheduledRate"
+STARTUP_S = 90  # Spark and Airflow start before the first epoch (a loaded machine needs margin)
+WORK = ROOT / "data" / "lab"  # the stacks' folders (Flink, Airflow, the store), kept after a run
+
+
+def throughput_at(stack: Stack, operator: str):  # noqa: ANN201 - a callable for measure_curve
+    """Run the test job with given args, measure ``operator``'s input rate over MEASURE_S, cancel it."""
+    from autoscaler.collect.snapshot import take_snapshot, window_metrics
+
+    def measure(args: list[str]) -> float:
+        client = stack.client()
+        job_id = stack.submit(args)
+        name = args[args.index("--job-name") + 1]
+        try:
+            time.sleep(gt.WARMUP_S)  # the job's start-up transient, not measured
+            first = take_snapshot(client, name)
+            time.sleep(gt.MEASURE_S)
+            rows = window_metrics(first, take_snapshot(client, name), name, 0).to_pylist()
+            return sum(r["observed_processing_rate"] for r in rows if r["operator_name"] == operator)
+        finally:
+            client.cancel(job_id)
+            deadline = time.monotonic() + 60
+            while client.find_job(name, ("RUNNING", "CANCELLING")) and time.monotonic() < deadline:
+                time.sleep(0.5)
+
+    return measure
+
+
+def interference(out: Path) -> None:
+    """Do side-by-side jobs disturb each other? Count's saturated throughput alone and beside two lab jobs."""
+    from harness import machine, machine_line, write_results
+
+    from autoscaler.lab.scenario import OperatorCost
+
+    stack = Stack(WORK / "interference", free_port(8081), 0, {"FLINK_SLOTS": "32"})
+    measure = throughput_at(stack, "Count")
+    args = gt.isolation_args("Count", OperatorCost(175), 4, "probe")
+    figures: dict[str, list[float]] = {"alone": [], "beside two jobs": []}
+    try:
+        stack.flink_up()
+        for _ in range(3):
+            figures["alone"].append(measure(args))
+        busy = load_scenario(SCENARIOS / "step-up-down.yaml")
+        for k in range(2):
+            stack.submit([*busy.job_args(f"neighbour-{k}", int(time.time() * 1000)), "--count-parallelism", "6"])
+        for _ in range(3):
+            figures["beside two jobs"].append(measure(args))
+    finally:
+        stack.down()
+    conditions = {**machine(), "probe": "Count at 4, 175 us wait per record, saturated; neighbours: step-up-down at Count 6"}
+    lines = [f"# Side-by-side lab jobs: do they disturb each other?\n\n{machine_line(conditions)}\n",
+             "| Count's throughput (records/s) | runs | median |", "|---|---|---|"]  # fmt: skip
+    for k, v in figures.items():
+        lines.append(f"| {k} | {', '.join(f'{x:,.0f}' for x in v)} | {sorted(v)[1]:,.0f} |")
+    write_results(out.name, {"conditions": conditions, "throughput": figures}, "\n".join(lines) + "\n", out.parent)
+    log("\n".join(lines))
+
+
+def ensure_ground_truth(stack: Stack, scenarios: list[Scenario], truth: gt.GroundTruth) -> None:
+    from harness import machine
+
+    for scenario in scenarios:
+        for op, cost in truth.missing(scenario).items():
+            enough = 1.25 * max(max(r for _, r in scenario.rate_steps()), 1)
+            log(f"measuring the ground truth of {gt.curve_key(op, cost)} (up to {enough:,.0f} records/s)")
+            curve = gt.measure_curve(op, cost, throughput_at(stack, op), scenario.max_parallelism[op], enough, log)
+            truth.add(curve, {**machine(), "warmup_s": gt.WARMUP_S, "measure_s": gt.MEASURE_S})
+
+
+def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: list[str], savepoints: Path) -> dict:
+    return {
+        "name": job,
+        "flink_job_name": job,
+        "jar": str(JAR),
+        "base_args": base,
+        "parallelism_args": PARALLELISM_ARGS,
+        "savepoint_dir": f"file://{savepoints}",
+        "policy_interval": f"{scenario.interval_s:g}s",
+        "collect": {"short_window": f"{max(scenario.interval_s / 3, 2):g}s", "source_rate_metric": RATE_METRIC},
+        "policy": {"kind": policy, "max_parallelism": dict(scenario.max_parallelism)},
+        "tags": ["lab", scenario.name],
+        "start_date": start.isoformat(),
+    }
+
+
+def run_side_by_side(
+    scenario: Scenario, policies: list[str], outs: dict[str, Path], truth: gt.GroundTruth, work: Path, startup_s: float
+) -> None:
+    """One closed loop with one job per policy on one cluster; results into ``outs[policy]``."""
+    from autoscaler.record import loop_report
+
+    folder = work / f"{scenario.name}-{'-'.join(policies)}"
+    if folder.exists():
+        Stack(folder, 0, 0, {}).down()
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    env = {"DS2_DATA_DIR": str(folder), "DS2_JOBS_CONFIG": str(folder / "jobs.yaml"), "AIRFLOW_ADMIN_PASSWORD": "admin",
+           "FLINK_SLOTS": str(8 * (len(policies) + 1))}  # fmt: skip
+    stack = Stack(folder, free_port(8081), free_port(8080), env)
+    t0 = time.monotonic()
+    try:
+        log(f"{scenario.name}: starting Flink ({stack.flink_url}) for {', '.join(policies)}")
+        stack.flink_up()
+        ensure_ground_truth(stack, [scenario], truth)
+        first = math.ceil((time.time() + startup_s) / scenario.interval_s) * scenario.interval_s
+        start = datetime.fromtimestamp(first, tz=UTC)
+        jobs, entries = {}, []
+        for policy in policies:
+            job = f"lab-{scenario.name}-{policy}"
+            base = scenario.job_args(job, int(first * 1000))
+            stack.submit([*base, *scenario.parallelism_args()])
+            jobs[policy] = job
+            entries.append(job_entry(scenario, policy, job, start, base, folder / "flink" / "savepoints"))
+        (folder / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": entries}, sort_keys=False))
+        log(f"{scenario.name}: jobs submitted; the load starts at {start:%H:%M:%S}; starting Spark and Airflow")
+        stack.spark_up()
+        stack.airflow_up()
+        end = first + scenario.duration_s
+        last = int(end // scenario.interval_s) - 1
+        epochs = range(int(first // scenario.interval_s), last + 1)
+        seen: set[tuple[str, int]] = set()
+        while time.time() < end + 3 * scenario.interval_s:
+            time.sleep(3)
+            done = True
+            for policy, job in jobs.items():
+                for row in loop_report.epoch_rows(folder / "store", job, epochs, scenario.interval_s):
+                    finished = row.outcome or row.verdict == "quarantined"
+                    if finished and (policy, row.epoch) not in seen:
+                        seen.add((policy, row.epoch))
+                        print(f"{policy:<12}" + loop_report.table([row], OPERATORS).splitlines()[-1], flush=True)
+                done = done and all((policy, e) in seen for e in epochs)
+            if time.time() >= end and done:
+                break
+        for policy, job in jobs.items():
+            rows = loop_report.epoch_rows(folder / "store", job, epochs, scenario.interval_s)
+            write_result(scenario, policy, rows, truth, start, outs[policy], time.monotonic() - t0)
+    finally:
+        log(f"{scenario.name}: stopping Airflow, Spark, PostgreSQL and Flink (data stays in {folder})")
+        stack.down()
+
+
+def write_result(scenario: Scenario, policy: str, rows: list[EpochRow], truth: gt.GroundTruth, start: datetime, out: Path,
+                 wall_s: float) -> None:  # fmt: skip
+    from harness import machine, machine_line
+
+    from autoscaler.record import loop_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    result = lab_result(rows, scenario, truth, start, policy)
+    result["conditions"] = {**machine(), "wall_s": round(wall_s)}
+    schedule = loop_report.schedule_times(start, scenario.rate_steps())
+    loop_report.chart(rows, schedule, OPERATORS, out / "chart.png", title=f"{scenario.name} under {policy}")
+    conditions = f"Scenario `{scenario.name}`: {scenario.description} Conditions: {machine_line(result['conditions'])}."
+    (out / "report.md").write_text(report_md(result, loop_report.table(rows, OPERATORS), conditions))
+    tmp = out / ".result.json.tmp"
+    tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    tmp.replace(out / "result.json")  # last: a result.json means the run is complete
+    log(f"{scenario.name} under {policy}: {out / 'result.json'}")
+
+
+def run_scenario(
+    path: Path, policies: list[str], out: Path, truth: gt.GroundTruth, work: Path = WORK, startup_s: float = STARTUP_S
+) -> None:
+    scenario = load_scenario(path)
+    outs = {p: (out / p if len(policies) > 1 else out) for p in policies}
+    todo = [p for p in policies if not (outs[p] / "result.json").exists()]
+    if not todo:
+        log(f"{scenario.name}: every result exists, skipped ({', '.join(policies)})")
+        return
+    cpu_bound = any(c.mode == "cpu" for c in scenario.operators.values())
+    groups = [[p] for p in todo] if cpu_bound else [todo]
+    for group in groups:
+        run_side_by_side(scenario, group, outs, truth, work, startup_s)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="one scenario in a closed loop under one or more policies")
+    r.add_argument("scenario", type=Path)
+    r.add_argument("--policy", default="ds2", help="ds2, utilization, rules, or several joined by commas")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--work", type=Path, default=WORK, help=f"where the stack's folders go (default {WORK})")
+    r.add_argument("--startup", type=float, default=STARTUP_S, help="seconds allowed for Spark and Airflow to start")
+    s = sub.add_parser("sweep", help="every scenario under all three policies (resumable), then compare")
+    s.add_argument("scenarios", type=Path, nargs="*")
+    s.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "lab")
+    c = sub.add_parser("compare", help="results side by side: scenario x policy")
+    c.add_argument("dirs", type=Path, nargs="+")
+    sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
+    g = sub.add_parser("ground-truth", help="measure the ground-truth curves these scenarios need")
+    g.add_argument("scenarios", type=Path, nargs="+")
+    for p in (r, s, g):
+        p.add_argument("--ground-truth", type=Path, default=GROUND_TRUTH, help="the curves' cache (JSON)")
+    args = parser.parse_args()
+    if args.command == "compare":
+        results = [json.loads(p.read_text()) for d in args.dirs for p in sorted(d.rglob("result.json"))]
+        if not results:
+            raise SystemExit(f"no result.json under {', '.join(map(str, args.dirs))}")
+        print(compare_table(results))
+        return 0
+    if args.command == "interference":
+        interference(ROOT / "benchmarks" / "results" / "lab-interference")
+        return 0
+    truth = gt.GroundTruth(args.ground_truth)
+    if args.command == "run":
+        policies = args.policy.split(",")
+        unknown = [p for p in policies if p not in POLICIES]
+        if unknown:
+            raise SystemExit(f"--policy: unknown {', '.join(unknown)} (one of {', '.join(POLICIES)})")
+        run_scenario(args.scenario, policies, args.out, truth, args.work, args.startup)
+        return 0
+    if args.command == "ground-truth":
+        scenarios = [load_scenario(p) for p in args.scenarios]
+        stack = Stack(WORK / "ground-truth", free_port(8081), 0, {"FLINK_SLOTS": "16"})
+        try:
+            stack.flink_up()
+            ensure_ground_truth(stack, scenarios, truth)
+        finally:
+            stack.down()
+        return 0
+    paths = args.scenarios or sorted(SCENARIOS.glob("*.yaml"))
+    for path in paths:
+        run_scenario(path, list(POLICIES), args.out / path.stem, truth)
+    print(compare_table([json.loads(p.read_text()) for p in sorted(args.out.rglob("result.json"))]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
