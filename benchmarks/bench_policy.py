@@ -173,6 +173,7 @@ def _chunk(topo: Topology, first_epoch: int, n_epochs: int, seed: int) -> tuple[
             "observed_processing_rate": opr,
             "observed_output_rate": oor,
             "warmup": np.zeros(n, dtype=bool),
+            "pending_records": pa.nulls(n, pa.float64()),
             "source_format": pa.array(["flink-rest"], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32))),
         },
         schema=METRICS.arrow_schema(with_partitions=False),

@@ -98,6 +98,7 @@ def rows_for(topo: Topology, first_epoch: int, n_epochs: int) -> pa.Table:
         "observed_processing_rate": pa.array(obs_in),
         "observed_output_rate": pa.array(records / WINDOW_S),
         "warmup": pa.array(np.zeros(n, dtype=bool)),
+        "pending_records": pa.nulls(n, pa.float64()),
         "source_format": pa.array(["bench"] * n),
     }
     return pa.table(columns, schema=METRICS.arrow_schema())

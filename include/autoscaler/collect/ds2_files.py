@@ -238,6 +238,7 @@ def records_to_metrics(records: Iterable[RateRecord], topology: Topology, job: s
         "observed_processing_rate": [r.observed_processing_rate for r in records],
         "observed_output_rate": [r.observed_output_rate for r in records],
         "warmup": [False] * len(records),
+        "pending_records": [None] * len(records),
         "source_format": [source_format] * len(records),
     }
     return pa.table(columns, schema=METRICS.arrow_schema())

@@ -49,8 +49,13 @@ def _lookup(mapping: dict[str, object], key: Column) -> Column:
 
 
 def conform(df: DataFrame) -> DataFrame:
-    """Select the metrics columns in order with their types."""
-    return df.select([F.col(name).cast(kind).alias(name) for name, kind in METRICS.spark_types()])
+    """Select the metrics columns in order with their types (a nullable one the rows lack: null)."""
+    present = set(df.columns)
+    nullable = {c.name for c in METRICS.columns if c.nullable}
+    return df.select([
+        (F.col(name) if name in present or name not in nullable else F.lit(None)).cast(kind).alias(name)
+        for name, kind in METRICS.spark_types()
+    ])  # fmt: skip
 
 
 def rates_log(spark: SparkSession, path: str, topology: Topology, job: str) -> tuple[DataFrame, ObservedCounts]:
