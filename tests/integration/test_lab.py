@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -36,8 +39,9 @@ def _stop_stacks(work) -> None:
 
 
 def test_a_short_scenario_under_each_policy(tmp_path):
-    out, work = tmp_path / "out", tmp_path / "work"
-    scenario = load_scenario(SCENARIO)
+    # The stack's folder in /tmp: as root, PostgreSQL runs as 'postgres', which cannot enter pytest's private folders.
+    out, work = tmp_path / "out", Path(tempfile.mkdtemp(prefix="ds2-tests-lab-"))
+    work.chmod(0o755)
     env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}", "SPARK_LOCAL_IP": "127.0.0.1"}
     cmd = [sys.executable, "scripts/ds2_lab.py", "run", str(SCENARIO), "--policy", ",".join(POLICIES), "--out", str(out),
            "--work", str(work), "--startup", "75"]  # fmt: skip
@@ -45,6 +49,14 @@ def test_a_short_scenario_under_each_policy(tmp_path):
         res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=720)
     finally:
         _stop_stacks(work)
+    try:
+        _check(res, out, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _check(res: subprocess.CompletedProcess[str], out: Path, work: Path) -> None:
+    scenario = load_scenario(SCENARIO)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     truth = GroundTruth(ROOT / "benchmarks" / "ground-truth.json")
     for policy in POLICIES:

@@ -46,7 +46,7 @@ def test_a_proposal_passes_and_targets_only_what_changes():
 
 def test_no_change_is_a_noop():
     plan = decide(job(), 10, rows(count=(4, 4)), decided_epochs_since_rescale=1)
-    assert plan.action == NOOP and plan.summary == "DS2 proposes no change" and plan.target == {}
+    assert plan.action == NOOP and plan.summary == "the ds2 policy proposes no change" and plan.target == {}
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ class ScalingPlan:
         out = [f"{self.job} epoch {self.epoch}: {self.action}: {self.summary}"]
         for op in self.operators:
             notes = f" [{'; '.join(op.notes)}]" if op.notes else ""
-            out.append(f"  {op.operator_name}: {op.current} -> {op.final} (DS2 {op.proposed}){notes}")
+            out.append(f"  {op.operator_name}: {op.current} -> {op.final} (proposed {op.proposed}){notes}")
         return out
 
 
@@ -205,7 +205,7 @@ def decide(
     if not any(op.changes for op in ops):
         held = [op for op in ops if op.proposed != op.current]
         summary = (
-            "DS2 proposes no change"
+            f"the {job.policy.kind} policy proposes no change"
             if not held
             else "no change after the rules: " + "; ".join(f"{op.operator_name} {'; '.join(op.notes)}" for op in held)
         )
@@ -267,7 +267,7 @@ def _operator_rules(job: JobConfig, op: OperatorPlan) -> None:
             op.notes.append(f"scale-down by {drop} ignored ({why})")
             final = op.current
         elif st.max_scale_down_step is not None and drop > st.max_scale_down_step:
-            op.notes.append(f"scale-down limited to {st.max_scale_down_step} instances per step (DS2 wants {final})")
+            op.notes.append(f"scale-down limited to {st.max_scale_down_step} instances per step (the policy wants {final})")
             final = op.current - st.max_scale_down_step
     op.final = final
 
