@@ -24,7 +24,7 @@ from autoscaler.lab.scenario import load_scenario
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
-SCENARIO = ROOT / "tests" / "data" / "lab" / "short-step.yaml"
+SCENARIO = ROOT / "tests" / "fixtures" / "lab" / "short-step.yaml"
 POLICIES = ("ds2", "utilization", "rules")
 ENTRY_KEYS = {"at_s", "rate", "rescales", "time_to_sustain_s", "oscillations", "over_instances", "under_instances",
               "under_provisioned_s", "backlog_peak_records", "backlog_drain_s", "downtime_s"}  # fmt: skip
