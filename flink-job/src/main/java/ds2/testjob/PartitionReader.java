@@ -61,7 +61,7 @@ final class PartitionReader implements SourceReader<String, PartitionSplit> {
         return total;
     }
 
-    /** Recomputes what each partition owes; with backlog off, forgives what is older than the credit. */
+    /** Recomputes what each partition owes; with backlog off (or before the start) forgives what is older than the credit. */
     private void refreshOwed(long nowNs) {
         long nowMs = System.currentTimeMillis();
         double due = source.owedPerPartition(nowMs);
@@ -69,10 +69,13 @@ final class PartitionReader implements SourceReader<String, PartitionSplit> {
         if (owed.length != splits.size()) {
             owed = new double[splits.size()];
         }
+        // Before the schedule's start (a job submitted early, waiting for its first epoch) nothing is
+        // owed beyond the credit: the backlog counts from the start of the load, not from the submission.
+        boolean forgive = !source.backlog || nowMs < source.scheduleStartMs;
         for (int i = 0; i < splits.size(); i++) {
             PartitionSplit s = splits.get(i);
             double pending = due - s.baseRecords - s.emitted;
-            if (!source.backlog && pending > credit) {
+            if (forgive && pending > credit) {
                 s.emitted += (long) (pending - credit);
                 pending = due - s.baseRecords - s.emitted;
             }

@@ -25,7 +25,7 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * by the {@link RateSchedule}. With {@code backlog} on, records not emitted while the job was
  * back-pressured or stopped accumulate and are emitted as fast as the job takes them; with it off,
  * a partition that falls more than 100 ms behind drops what it owes beyond that (the old test job's
- * behaviour). Each reader reports FLIP-33 {@code pendingRecords} (what its partitions owe now) and
+ * behaviour), as it always does before the schedule's start. Each reader reports FLIP-33 {@code pendingRecords} (what its partitions owe now) and
  * {@code scheduledRate}. A subtask without a partition idles, so the partitions cap the source's
  * useful parallelism.
  */
