@@ -178,31 +178,52 @@ def run_side_by_side(
                 done = done and all((policy, e) in seen for e in epochs)
             if time.time() >= end and done:
                 break
+        from harness import machine
+
         for policy, job in jobs.items():
             rows = loop_report.epoch_rows(folder / "store", job, epochs, scenario.interval_s)
-            write_result(scenario, policy, rows, truth, start, outs[policy], time.monotonic() - t0)
+            conditions = {**machine(), "wall_s": round(time.monotonic() - t0), "store": str(folder / "store"), "job": job}
+            write_result(scenario, policy, rows, truth, start, outs[policy], conditions)
     finally:
         log(f"{scenario.name}: stopping Airflow, Spark, PostgreSQL and Flink (data stays in {folder})")
         stack.down()
 
 
 def write_result(scenario: Scenario, policy: str, rows: list[EpochRow], truth: gt.GroundTruth, start: datetime, out: Path,
-                 wall_s: float) -> None:  # fmt: skip
-    from harness import machine, machine_line
+                 conditions: dict) -> None:  # fmt: skip
+    """``result.json``, ``report.md`` and ``chart.png`` of one policy's run (``conditions``: when, where, its store)."""
+    from harness import machine_line
 
     from autoscaler.record import loop_report
 
     out.mkdir(parents=True, exist_ok=True)
     result = lab_result(rows, scenario, truth, start, policy)
-    result["conditions"] = {**machine(), "wall_s": round(wall_s)}
+    result["conditions"] = conditions
     schedule = loop_report.schedule_times(start, scenario.rate_steps())
     loop_report.chart(rows, schedule, OPERATORS, out / "chart.png", title=f"{scenario.name} under {policy}")
-    conditions = f"Scenario `{scenario.name}`: {scenario.description} Conditions: {machine_line(result['conditions'])}."
-    (out / "report.md").write_text(report_md(result, loop_report.table(rows, OPERATORS), conditions))
+    text = f"Scenario `{scenario.name}`: {scenario.description} Conditions: {machine_line(conditions)}."
+    (out / "report.md").write_text(report_md(result, loop_report.table(rows, OPERATORS), text))
     tmp = out / ".result.json.tmp"
     tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
     tmp.replace(out / "result.json")  # last: a result.json means the run is complete
     log(f"{scenario.name} under {policy}: {out / 'result.json'}")
+
+
+def rejudge(path: Path, truth: gt.GroundTruth) -> None:
+    """Recompute a finished run's figures, report and chart from its store (after the judging changed)."""
+    from autoscaler.record import loop_report
+
+    result = json.loads(path.read_text())
+    scenario = load_scenario(SCENARIOS / f"{result['scenario']}.yaml")
+    conditions = result["conditions"]
+    policy = result["policy"]
+    store = Path(conditions.get("store") or WORK / f"{scenario.name}-{'-'.join(POLICIES)}" / "store")
+    job = conditions.get("job") or f"lab-{scenario.name}-{policy}"
+    start = datetime.fromisoformat(result["schedule_start"])
+    first = int(start.timestamp() // scenario.interval_s)
+    epochs = range(first, int((start.timestamp() + scenario.duration_s) // scenario.interval_s))
+    rows = loop_report.epoch_rows(store, job, epochs, scenario.interval_s)
+    write_result(scenario, policy, rows, truth, start, path.parent, {**conditions, "store": str(store), "job": job})
 
 
 def run_scenario(
@@ -235,9 +256,11 @@ def main() -> int:
     c = sub.add_parser("compare", help="results side by side: scenario x policy")
     c.add_argument("dirs", type=Path, nargs="+")
     sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
+    j = sub.add_parser("rejudge", help="recompute finished runs' figures from their stores")
+    j.add_argument("dirs", type=Path, nargs="+")
     g = sub.add_parser("ground-truth", help="measure the ground-truth curves these scenarios need")
     g.add_argument("scenarios", type=Path, nargs="+")
-    for p in (r, s, g):
+    for p in (r, s, g, j):
         p.add_argument("--ground-truth", type=Path, default=GROUND_TRUTH, help="the curves' cache (JSON)")
     args = parser.parse_args()
     if args.command == "compare":
@@ -256,6 +279,10 @@ def main() -> int:
         if unknown:
             raise SystemExit(f"--policy: unknown {', '.join(unknown)} (one of {', '.join(POLICIES)})")
         run_scenario(args.scenario, policies, args.out, truth, args.work, args.startup)
+        return 0
+    if args.command == "rejudge":
+        for path in sorted(p for d in args.dirs for p in d.rglob("result.json")):
+            rejudge(path, truth)
         return 0
     if args.command == "ground-truth":
         scenarios = [load_scenario(p) for p in args.scenarios]

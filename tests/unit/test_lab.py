@@ -150,3 +150,15 @@ def test_the_result_judges_a_run_against_the_ground_truth(tmp_path):
     assert set(first) >= {"at_s", "rate", "rescales", "time_to_sustain_s", "oscillations", "over_instances", "under_instances",
                           "under_provisioned_s", "backlog_peak_records", "backlog_drain_s", "downtime_s"}  # fmt: skip
     assert result["totals"]["instance_seconds"] > result["totals"]["ground_truth_instance_seconds"] * 0.9
+
+
+def test_a_growing_backlog_is_not_sustained_even_at_95_percent(tmp_path):
+    s = scenario(schedule=[{"at": "0s", "rate": 28000}], duration="120s")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [EpochRow(k, start + timedelta(seconds=30 * (k + 1)), 28000, 27400, 1.0, {"Parse": 1, "Count": 5, "Sink: Writer": 1},
+                     backlog=100_000.0 + 18_000 * k) for k in range(4)]  # fmt: skip
+    result = lab_result(rows, s, _truth(tmp_path), start, "ds2")
+    assert result["load_changes"][0]["time_to_sustain_s"] is None and result["totals"]["sustained_epochs"] == 0
+    for k, row in enumerate(rows):
+        row.backlog = 100_000.0 - 20_000 * k  # draining: sustained although back-pressured
+    assert lab_result(rows, s, _truth(tmp_path), start, "ds2")["load_changes"][0]["time_to_sustain_s"] == 60
