@@ -60,6 +60,7 @@ def test_ramps_sines_and_noise_are_sampled_the_same_every_time():
     assert noisy.rate_steps() == scenario(noise=0.1, seed=3).rate_steps()
     assert all(18000 <= r <= 22000 for t, r in noisy.rate_steps() if t < 150)
     assert ramp.rate_over(140, 170) == max(r for t, r in steps if 140 <= t < 170)
+    assert ramp.mean_rate(0, 10) == pytest.approx((steps[0][1] + steps[1][1]) / 2)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ rows as the loop report) and compared with the *measured* minimum parallelism
 - ``rescales``: successful rescales; ``oscillations``: rescales that reverse an operator's
   previous change within the same load change;
 - ``time_to_sustain_s``: from the change to the end of the first epoch of the run of sustained
-  epochs that lasts to the next change (the sources emit >= 95 % of the arrivals and their
+  epochs that lasts to the next change (the sources emit >= 95 % of the scheduled arrivals and their
   backlog is not growing, or under 1 s of input; sources without a backlog metric back-pressured
   <= 10 % instead); None when the change ends unsustained;
 - ``over_instances`` / ``under_instances``: per operator, the parallelism the load change ends
@@ -38,17 +38,19 @@ SUSTAINED = 0.95
 MAX_BACKPRESSURE = 0.10
 
 
-def _sustained(row: EpochRow, previous: EpochRow | None) -> bool:
-    """The job keeps up: its sources emit at least 95 % of the arrivals, and a backlog the sources
-    report is not growing (or is under 1 s of input). A source that owes a backlog is back-pressured
-    while it works it off, so back-pressure counts only for sources without a backlog metric."""
-    keeps_up = row.measured and not row.warmup and row.target_rate > 0 and row.achieved_rate >= SUSTAINED * row.target_rate
+def _sustained(row: EpochRow, previous: EpochRow | None, arrivals: float) -> bool:
+    """The job keeps up: its sources emitted at least 95 % of the window's ``arrivals`` (the scheduled
+    rate averaged over the window: the sources' gauge is read at one instant, which under a noisy or
+    swinging load is not what the window carried), and a backlog the sources report is not growing
+    (or is under 1 s of input). A source that owes a backlog is back-pressured while it works it
+    off, so back-pressure counts only for sources without a backlog metric."""
+    keeps_up = row.measured and not row.warmup and arrivals > 0 and row.achieved_rate >= SUSTAINED * arrivals
     if not keeps_up:
         return False
     if row.backlog is None:
         return row.backpressure <= MAX_BACKPRESSURE
     before = previous.backlog if previous is not None and previous.measured else None
-    return row.backlog <= max(row.target_rate, 1.0) or (before is not None and row.backlog <= before)
+    return row.backlog <= max(arrivals, 1.0) or (before is not None and row.backlog <= before)
 
 
 def _running(rows: Sequence[EpochRow], initial: dict[str, int]) -> list[dict[str, int]]:
@@ -76,12 +78,13 @@ def lab_result(rows: Sequence[EpochRow], scenario: Scenario, truth: GroundTruth,
         return truth.minimum(scenario, rate)
 
     per_epoch = []
-    for r, par in zip(rows, running, strict=True):
+    for i, (r, par) in enumerate(zip(rows, running, strict=True)):
         end = offset(r.end)
         rate = scenario.rate_over(end - interval, end)
         need = minimum(rate)
         under = any(n is None or par.get(op, 0) < n for op, n in need.items())
-        per_epoch.append({"end_s": end, "rate": rate, "need": need, "parallelism": par, "under": under})
+        sustained = _sustained(r, rows[i - 1] if i else None, scenario.mean_rate(max(end - interval, 0.0), end))
+        per_epoch.append({"end_s": end, "rate": rate, "need": need, "parallelism": par, "under": under, "sustained": sustained})
 
     rescales = [(i, r) for i, r in enumerate(rows) if r.outcome == SUCCEEDED and r.rescaled_at is not None]
     direction: dict[str, tuple[int, int]] = {}  # operator -> (sign of its last change, load change it happened in)
@@ -111,7 +114,7 @@ def lab_result(rows: Sequence[EpochRow], scenario: Scenario, truth: GroundTruth,
         done = [(i, r) for i, r in rescales if lo <= offset(r.rescaled_at) < hi]
         sustain = None
         for j in range(len(mine)):
-            if all(_sustained(rows[i], rows[i - 1] if i else None) for i in mine[j:]):
+            if all(per_epoch[i]["sustained"] for i in mine[j:]):
                 sustain = per_epoch[mine[j]]["end_s"] - lo
                 break
         settled_from = offset(done[-1][1].rescaled_at) if done else lo
@@ -154,7 +157,7 @@ def lab_result(rows: Sequence[EpochRow], scenario: Scenario, truth: GroundTruth,
         ),
         "epochs": len(rows),
         "epochs_without_decision": sum(1 for r in rows if r.verdict in ("lost", "quarantined")),
-        "sustained_epochs": sum(1 for i, r in enumerate(rows) if _sustained(r, rows[i - 1] if i else None)),
+        "sustained_epochs": sum(1 for e in per_epoch if e["sustained"]),
     }
     return {"scenario": scenario.name, "policy": policy, "interval_s": interval, "duration_s": scenario.duration_s,
             "schedule_start": start.isoformat(), "load_changes": entries, "totals": totals}  # fmt: skip

@@ -134,6 +134,14 @@ class Scenario:
         inside = [r for (t, r), nxt in zip(steps, [*steps[1:], (math.inf, 0)], strict=True) if t < end_s and nxt[0] > start_s]
         return max(inside, default=0.0)
 
+    def mean_rate(self, start_s: float, end_s: float) -> float:
+        """The scheduled rate averaged over ``[start_s, end_s)`` (what a window should have carried)."""
+        steps = self.rate_steps()
+        total = 0.0
+        for (t, r), nxt in zip(steps, [*steps[1:], (math.inf, 0)], strict=True):
+            total += r * max(min(end_s, nxt[0]) - max(start_s, t), 0.0)
+        return total / (end_s - start_s) if end_s > start_s else 0.0
+
     def job_args(self, job_name: str, schedule_start_ms: int) -> list[str]:
         """The test job's program arguments for this workload (its parallelism args not included)."""
         schedule = ",".join(f"{t:g}s:{r:g}" for t, r in self.rate_steps())
