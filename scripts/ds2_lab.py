@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ds2_local import JAR, PARALLELISM_ARGS, ROOT, Stack, free_port, log
+from harness import machine, machine_line, write_results
 
 from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.report import compare_table, report_md
@@ -75,8 +76,6 @@ def throughput_at(stack: Stack, operator: str):  # noqa: ANN201 - a callable for
 
 def interference(out: Path) -> None:
     """Do side-by-side jobs disturb each other? Count's saturated throughput alone and beside two lab jobs."""
-    from harness import machine, machine_line, write_results
-
     from autoscaler.lab.scenario import OperatorCost
 
     stack = Stack(WORK / "interference", free_port(8081), 0, {"FLINK_SLOTS": "32"})
@@ -104,8 +103,6 @@ def interference(out: Path) -> None:
 
 
 def ensure_ground_truth(stack: Stack, scenarios: list[Scenario], truth: gt.GroundTruth) -> None:
-    from harness import machine
-
     for scenario in scenarios:
         for op, cost in truth.missing(scenario).items():
             enough = 1.25 * max(max(r for _, r in scenario.rate_steps()), 1)
@@ -178,8 +175,6 @@ def run_side_by_side(
                 done = done and all((policy, e) in seen for e in epochs)
             if time.time() >= end and done:
                 break
-        from harness import machine
-
         for policy, job in jobs.items():
             rows = loop_report.epoch_rows(folder / "store", job, epochs, scenario.interval_s)
             conditions = {**machine(), "wall_s": round(time.monotonic() - t0), "store": str(folder / "store"), "job": job}
@@ -192,8 +187,6 @@ def run_side_by_side(
 def write_result(scenario: Scenario, policy: str, rows: list[EpochRow], truth: gt.GroundTruth, start: datetime, out: Path,
                  conditions: dict) -> None:  # fmt: skip
     """``result.json``, ``report.md`` and ``chart.png`` of one policy's run (``conditions``: when, where, its store)."""
-    from harness import machine_line
-
     from autoscaler.record import loop_report
 
     out.mkdir(parents=True, exist_ok=True)
