@@ -9,8 +9,11 @@ import pytest
 
 import ds2_policy
 from autoscaler.collect.flink import collect_epoch_metrics, snapshot_path, topology_path
+from autoscaler.collect.snapshot import save_snapshot, take_snapshot
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
+from autoscaler.topology import read_topology_csv
+from autoscaler.validate.view import pandas_metrics
 from tests.integration.conftest import UNDERPROVISIONED, wait_running
 
 pytestmark = pytest.mark.flink
@@ -71,6 +74,26 @@ def test_collect_shows_the_bottleneck_and_drives_a_policy_to_4(clean_flink, tmp_
     target = {d["operator_name"]: d["target_parallelism"] for d in decisions}
     assert target == {"Source: Source": 2, "Parse": 1, "Count": 4, "Sink: Writer": 1}, decisions
     assert {d["status"] for d in decisions} == {"ok"}
+
+
+def test_a_first_epoch_measured_after_its_boundary_does_not_overlap_the_next(clean_flink, tmp_path):
+    """The triggerer took epoch 20's boundary on time, but there was no epoch 19 to diff against:
+    epoch 20 measures a short window after its boundary, and epoch 21 starts where that window ended
+    (starting at the boundary overlapped it, and validation quarantined epoch 21: seen in the lab)."""
+    clean_flink.start_job(UNDERPROVISIONED)
+    store, client = tmp_path / "store", clean_flink.client
+    save_snapshot(take_snapshot(client, "ds2-testjob", RATE_METRIC), snapshot_path(store, JOB, 20))
+    first = collect_epoch_metrics(client, "ds2-testjob", JOB, 20, store, short_window_s=3, source_rate_metric=RATE_METRIC)
+    assert first.measured_short_window and snapshot_path(store, JOB, 20, end=True).exists()
+    wait_for_busy_time(client, first.flink_job_id, "Count", 2000)
+    second = collect_epoch_metrics(client, "ds2-testjob", JOB, 21, store, source_rate_metric=RATE_METRIC)
+    assert not second.measured_short_window
+    assert second.rows.column("window_start")[0] == first.rows.column("window_end")[0]
+    rows = read_epochs(store, METRICS, JOB)
+    later = rows.filter(pc.equal(rows.column("epoch"), 21))
+    earlier = rows.filter(pc.equal(rows.column("epoch"), 20))
+    view = pandas_metrics(later, earlier, None, read_topology_csv(topology_path(store, JOB)))
+    assert (view["window_start"] >= view["previous_window_end"]).all(), view[["window_start", "previous_window_end"]]
 
 
 def test_a_window_that_spans_a_restart_is_warmup(clean_flink, tmp_path, spark):

@@ -6,7 +6,8 @@ the two stored snapshots (idempotent). The triggerer takes these boundaries on t
 (:mod:`autoscaler.collect.boundaries`), so a run that starts late still measures its own epoch;
 without them the collector reads the end boundary itself when it runs. With no usable previous
 boundary (the first epoch, or one older than ``max_gap_s``) it measures a short window now,
-stored as ``epoch=<n>.start.json`` and ``epoch=<n>.end.json`` beside the boundary.
+stored as ``epoch=<n>.start.json`` and ``epoch=<n>.end.json`` beside the boundary; the next
+epoch's window then starts at that short window's end, not at the earlier boundary.
 """
 
 from __future__ import annotations
@@ -80,7 +81,11 @@ def collect_epoch_metrics(
     if short and current is not None and current.taken_at <= previous.taken_at:
         current = None  # an attempt stopped inside its short window: measure its end now
     if not short:
-        previous = load_snapshot(snapshot_path(store_root, job, epoch - 1))
+        # After a short window measured past its boundary, the window starts where that one ended:
+        # windows never overlap (validation's ``windows_ordered`` would rightly quarantine it).
+        previous = load_snapshot(snapshot_path(store_root, job, epoch - 1, end=True)) or load_snapshot(
+            snapshot_path(store_root, job, epoch - 1)
+        )
         if previous is not None and previous.job_name != job_name:
             previous = None
         if previous is not None and boundary is None and max_gap_s is not None:
