@@ -12,6 +12,8 @@
 #                                             --ssl: REST over TLS with client certificates (a CA, the
 #                                             server's and a client's certificate in FLINK_DATA_DIR/ssl)
 #   scripts/flink.sh down                     stop the daemons this project started
+#   scripts/flink.sh start-missing            start again the daemons of this instance that died
+#                                             (the fault tests kill one), with the same config
 #   scripts/flink.sh status                   exit 0 running, 3 stopped, 1 not answering
 #   scripts/flink.sh build-job                build build/ds2-testjob.jar (flink-job/build.sh)
 #
@@ -412,6 +414,37 @@ cmd_down() {
   rm -f "$PID_DIR"/*.pid
   clean_tmp
   log "stopped (pids ${pids[*]}) in $(secs_since "$t0") s"
+}
+
+# Forget pids of daemons that are gone, so Flink's start scripts do not count them.
+prune_pid_files() {
+  local f pid live
+  for f in "$PID_DIR"/*.pid; do
+    [ -f "$f" ] || continue
+    live=()
+    while IFS= read -r pid || [ -n "$pid" ]; do
+      is_uint "$pid" && kill -0 "$pid" 2>/dev/null && live+=("$pid")
+    done <"$f"
+    if [ ${#live[@]} -eq 0 ]; then rm -f "$f"; else printf '%s\n' "${live[@]}" >"$f"; fi
+  done
+}
+
+cmd_start_missing() {
+  [ $# -eq 0 ] || die "start-missing takes no arguments"
+  [ -f "$CONF_DIR/config.yaml" ] || die "no configured instance in $DATA_DIR: use 'scripts/flink.sh up'"
+  prune_pid_files
+  local setsid=() started=()
+  command -v setsid >/dev/null 2>&1 && setsid=(setsid -w)
+  if [ "$(our_daemons | grep -c ' standalonesession$')" -eq 0 ]; then
+    "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/jobmanager.sh" start >/dev/null
+    started+=(jobmanager)
+  fi
+  if [ "$(our_daemons | grep -c ' taskexecutor$')" -eq 0 ]; then
+    "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null
+    started+=(taskmanager)
+  fi
+  wait_ready
+  log "started ${started[*]:-nothing (all running)}; up at $REST_URL"
 }
 
 cmd_status() {

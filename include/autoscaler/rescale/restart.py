@@ -28,7 +28,8 @@ class SavepointSteps:
     """The savepoint-restart procedure as resumable steps; the journal holds all its state.
 
     Journal keys: ``stop`` {at, request_id}; ``savepoint`` {location, failure, timed_out,
-    duration_s}; ``submissions`` [{purpose: rescale|rollback|restore, job_id, error}];
+    duration_s, checkpoint: true when the location is a retained checkpoint}; ``submissions``
+    [{purpose: rescale|rollback|restore|recover, job_id, error}];
     ``result`` (final).
     """
 
@@ -152,6 +153,16 @@ class SavepointSteps:
                 new_job_id=job_id,
                 downtime_s=downtime,
             )
+        if purpose == "recover":
+            return self._finish(
+                ROLLED_BACK,
+                f"the cluster lost job {self.state['old_job_id']} of {self.deployment.job_name} during the rescale (its "
+                f"JobManager restarted) before a savepoint was written; the job was restarted unchanged from its latest "
+                f"retained checkpoint {savepoint['location']} (job {job_id}): records since that checkpoint are replayed. "
+                f"Not rescaled.",
+                new_job_id=job_id,
+                downtime_s=downtime,
+            )
         return self._finish(
             FAILED,
             f"the savepoint of {self.deployment.job_name} did not complete within {self.savepoint_timeout_s:g} s; it completed "
@@ -175,6 +186,11 @@ class SavepointSteps:
             what = (
                 f"restarting {self.deployment.job_name} at {self.state['target']} failed: {first.rstrip('.')}. "
                 f"The rollback to the previous parallelism failed {how}"
+            )
+        elif purpose == "recover":
+            what = (
+                f"the cluster lost job {self.state['old_job_id']} of {self.deployment.job_name} during the rescale; "
+                f"restarting it unchanged from its latest retained checkpoint failed: {reason.rstrip('.')}"
             )
         else:
             what = (

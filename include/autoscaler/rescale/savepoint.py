@@ -30,6 +30,7 @@ from autoscaler.rescale.checks import (
     validate_against_job,
 )
 from autoscaler.rescale.journal import JOURNAL_VERSION, open_journal, seconds_since, time_mark, utcnow
+from autoscaler.rescale.recovery import latest_checkpoint, savepoint_from_history, savepoint_written
 from autoscaler.rescale.restart import SavepointSteps
 from autoscaler.rescale.result import RescaleResult
 
@@ -193,7 +194,8 @@ class _SavepointRescale(SavepointSteps):
             return self._await_savepoint(deadline=time.monotonic() + self.savepoint_timeout_s)
         subs = state["submissions"]
         if not subs:
-            return self._submit("restore" if savepoint.get("timed_out") else "rescale")
+            first = "recover" if savepoint.get("checkpoint") else "restore" if savepoint.get("timed_out") else "rescale"
+            return self._submit(first)
         last = subs[-1]
         if last.get("job_id") is None:
             adopted = self._find_new_job()
@@ -306,7 +308,9 @@ class _SavepointRescale(SavepointSteps):
         while summary is not None and summary.state != "RUNNING" and summary.state in ACTIVE_STATES and time.monotonic() < end:
             time.sleep(self.poll_s)  # e.g. RESTARTING after a failed synchronous savepoint
             summary = job_summary(self.client, old)
-        state = summary.state if summary else "unknown to the cluster"
+        if summary is None:
+            return self._recover_lost_job(f" (its savepoint failed: {cause})")
+        state = summary.state
         if state == "RUNNING":
             message = f"the savepoint of {self.deployment.job_name} failed: {cause}. The job keeps running unchanged (job {old})."
         else:
@@ -343,7 +347,7 @@ class _SavepointRescale(SavepointSteps):
             summary = job_summary(self.client, old)
             state = summary.state if summary else None
         if state == "FINISHED":
-            location = self._savepoint_from_history(old)
+            location = savepoint_from_history(self.client, old, float(self.state["stop"]["at"]["wall"]))
             if location:
                 return self._savepoint_completed(location, None, None)
             return self._finish(
@@ -352,6 +356,8 @@ class _SavepointRescale(SavepointSteps):
                 f"of it: the job is STOPPED; restart it from its latest savepoint or retained checkpoint.",
             )
         why = f" ({error})" if error is not None else ""
+        if state is None:  # Flink no longer knows the job: its JobManager restarted (no high availability)
+            return self._recover_lost_job(why)
         if state == "RUNNING":
             return self._finish(
                 FAILED,
@@ -365,20 +371,30 @@ class _SavepointRescale(SavepointSteps):
             f"{state or 'unknown to the cluster'}: nothing was restarted; check the cluster.",
         )
 
+    def _recover_lost_job(self, why: str) -> RescaleResult:
+        """The old job is unknown to the cluster: restart it from what it left on disk (see
+        :mod:`.recovery`), the stop's savepoint (at the target) or its latest retained checkpoint
+        (unchanged), rather than leave it stopped."""
+        old, stopped = self.state["old_job_id"], float(self.state["stop"]["at"]["wall"])
+        location = savepoint_written(self.deployment.savepoint_uri, old, stopped)
+        if location:
+            return self._savepoint_completed(location, None, None)
+        checkpoint = latest_checkpoint(self.client, old)
+        if checkpoint:
+            self.state["savepoint"] = {"location": checkpoint, "failure": None, "timed_out": False, "duration_s": None,
+                                       "checkpoint": True}  # fmt: skip
+            self.journal.save()
+            return self._submit("recover")
+        return self._finish(
+            FAILED,
+            f"job {old} of {self.deployment.job_name} is unknown to the cluster{why} (did its JobManager restart?), and "
+            f"neither a savepoint of it since the stop ({self.deployment.savepoint_uri}) nor a retained checkpoint was "
+            f"found: nothing was restarted; restart it by hand.",
+        )
+
     def _savepoint_in_progress(self, job_id: str) -> bool:
         try:
             history = self.client.checkpoints(job_id).get("history", [])
         except FlinkError:
             return False
         return any(h.get("is_savepoint") and h.get("status") == "IN_PROGRESS" for h in history)
-
-    def _savepoint_from_history(self, job_id: str) -> str | None:
-        """The savepoint a stop produced, from the job's checkpoint statistics (if taken after the stop)."""
-        try:
-            latest = (self.client.checkpoints(job_id).get("latest") or {}).get("savepoint") or {}
-        except FlinkError:
-            return None
-        stopped_ms = float(self.state["stop"]["at"]["wall"]) * 1000 - 2000  # allow for clock rounding
-        if latest.get("status") == "COMPLETED" and latest.get("trigger_timestamp", 0) >= stopped_ms:
-            return latest.get("external_path")
-        return None
