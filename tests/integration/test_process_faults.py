@@ -30,6 +30,7 @@ import pytest
 from autoscaler.collect.flink import collect_epoch_metrics
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkError, FlinkRestClient
+from autoscaler.rescale.result import RescaleResult
 from autoscaler.rescale.savepoint import rescale_with_savepoint
 from tests.conftest import ROOT
 from tests.integration.conftest import FLINK_SH, FlinkCluster, _cluster
@@ -88,7 +89,7 @@ def wait_checkpoint(client: FlinkRestClient, job_id: str, timeout_s: float = 40)
     raise AssertionError(f"job {job_id} completed no checkpoint in {timeout_s} s")
 
 
-def resume(cluster: FlinkCluster, name: str, folder: Path, action: str = "a1"):  # noqa: ANN201 - RescaleResult
+def resume(cluster: FlinkCluster, name: str, folder: Path, action: str = "a1") -> RescaleResult:
     """The same action again, as the DAG's retry or the reconciler runs it."""
     return rescale_with_savepoint(cluster.client, deployment(name, folder / "sp"), TARGET, action, folder / "journal",
                                   savepoint_timeout_s=30, start_timeout_s=60)  # fmt: skip
