@@ -1,0 +1,85 @@
+"""The scheduler and the triggerer killed mid-rescale (``kill -9`` by their pids) and started again.
+
+The under-provisioned test job (DS2 asks for Count 4) under a real scheduler. The triggerer is
+killed first, so the rescale task that defers on the savepoint wait has nobody to run its trigger:
+the savepoint completes and stops the job while no Airflow process watches. Then the scheduler is
+killed too. ``scripts/airflow.sh up`` starts the missing components again; the trigger fires, the
+task resumes from its journal and restarts the job at Count 4 from the savepoint: the keyed counts
+continue, and the epoch has exactly one action row saying what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import datetime
+
+import pytest
+
+from autoscaler.config.jobs import load_jobs
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import ACTIONS
+from tests.conftest import ROOT
+from tests.integration.conftest import UNDERPROVISIONED
+from tests.integration.scaling_setup import environment, job_entry
+from tests.integration.test_rescale import assert_runs_at, assert_state_continued, wait_counted
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+INTERVAL_S = 20
+DAG = "ds2_killed"
+
+
+def _poll(what, check, timeout_s=180.0, every_s=0.5):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(every_s)
+
+
+def _kill(server, component: str) -> None:
+    pid, _ = server.pids()[component]
+    os.kill(pid, signal.SIGKILL)
+    _poll(f"{component} {pid} to die", lambda: not os.path.exists(f"/proc/{pid}"), 30)
+
+
+def _deferred_rescale(server):
+    runs = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns", params={"order_by": "-logical_date", "limit": 5})["dag_runs"]
+    for run in runs:
+        ti = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}/taskInstances/rescale")
+        if ti.get("state") == "deferred":
+            return run
+    return None
+
+
+def test_scheduler_and_triggerer_killed_while_the_rescale_waits(flink, spark_engine, airflow_server_factory, tmp_path_factory):
+    flink.cancel_all()
+    old = flink.start_job(UNDERPROVISIONED).id
+    wait_counted(flink.client, old, 2000)
+    data = tmp_path_factory.mktemp("ds2-killed")
+    env = environment(flink, data / "jobs.yaml", data, [job_entry(flink, "killed", INTERVAL_S)], spark_engine.connection)
+    job = load_jobs(data / "jobs.yaml")[0]
+    server = airflow_server_factory(dags_folder=ROOT / "dags", extra_env=env, reuse=False)
+    try:
+        server.wait_dag(DAG)
+        _kill(server, "triggerer")
+        run = _poll("a rescale deferred on its savepoint", lambda: _deferred_rescale(server), 240)
+        # Nobody runs the trigger: the savepoint completes and stops the job; nothing restarts it yet.
+        _poll("the job stopped by its savepoint", lambda: not flink.client.find_job("ds2-testjob"), 60)
+        _kill(server, "scheduler")
+        server.script("up")  # starts the scheduler and the triggerer again
+        state = server.wait_run(DAG, run["dag_run_id"], timeout_s=240)
+        assert state == "success", state
+        new = assert_runs_at(flink.client, "ds2-testjob", {"Count": 4})
+        assert_state_continued(flink.client, new)
+        epoch = job.epoch_of(datetime.fromisoformat(run["data_interval_end"]))
+        rows = [a for a in read_epochs(data / "store", ACTIONS, "killed").to_pylist() if a["epoch"] == epoch]
+        assert len(rows) == 1 and rows[0]["outcome"] == "succeeded", rows
+        assert rows[0]["new_flink_job_id"] == new and rows[0]["old_flink_job_id"] == old
+    finally:
+        server.stop()
+        flink.cancel_all()
