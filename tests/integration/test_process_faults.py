@@ -104,6 +104,7 @@ def test_a_taskmanager_killed_during_the_savepoint(fragile_flink, tmp_path):
     kill(fragile_flink, "taskexecutor")
     start_missing(fragile_flink)
     result = resume(fragile_flink, name, tmp_path)
+    print(f"TaskManager killed during the savepoint: {result.outcome}: {result.message}")  # shown with -rP
     assert result.outcome in ("succeeded", "failed", "rolled-back"), result
     expected = {**{"Count": 1}, **(TARGET if result.outcome == "succeeded" else {})}
     job = assert_runs_at(client, name, expected)
