@@ -127,8 +127,7 @@ def main() -> None:
     lines = [
         f"# One scaling-DAG run per task (dag.test, {args.repeat} repetitions, interval {args.interval} s)",
         "",
-        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
-        "local Flink 2.3, spark-submit local[2], SQLite.",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; local Flink 2.3, spark-submit local[2], SQLite.",
         "Median (min–max), seconds.",
         "",
         "| task | run that rescales | steady run |",

@@ -157,8 +157,10 @@ def demo(args: argparse.Namespace) -> int:
             *COST_ARGS,
         ]  # fmt: skip
         job_id = stack.submit([*base, "--count-parallelism", "1"])
-        log(f"test job {job_id} runs under-provisioned: Count at 1; from {schedule_start:%H:%M:%S} (the first epoch's "
-            f"start) {', '.join(f'{s}s: {r:,} rec/s' for s, r in steps)}")
+        log(
+            f"test job {job_id} runs under-provisioned: Count at 1; from {schedule_start:%H:%M:%S} (the first epoch's "
+            f"start) {', '.join(f'{s}s: {r:,} rec/s' for s, r in steps)}"
+        )
         entry = {
             "name": "demo",
             "flink_job_name": "ds2-testjob",
@@ -243,8 +245,10 @@ def up(_: argparse.Namespace) -> int:
         log("submitted the test job (ds2-testjob, Count at 1: DS2 will ask for 4)")
     stack.spark_up()
     stack.airflow_up()
-    log(f"Airflow {stack.airflow_url} (user admin, password in {stack.folder / 'airflow' / 'admin-password'}), "
-        f"Flink {stack.flink_url}; stop with: make down")
+    log(
+        f"Airflow {stack.airflow_url} (user admin, password in {stack.folder / 'airflow' / 'admin-password'}), "
+        f"Flink {stack.flink_url}; stop with: make down"
+    )
     return 0
 
 

@@ -47,7 +47,7 @@ def test_each_instance_gets_its_own_admin_password(secured):
     assert password_file.read_text().strip() == password and password not in again.stdout + again.stderr
 
 
-APPROVAL_DAG = '''
+APPROVAL_DAG = """
 import os
 from datetime import UTC, datetime, timedelta
 
@@ -74,7 +74,7 @@ with DAG("gate", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) 
         audit.record_action(os.environ["DS2_DATA_DIR"] + "/store", outcomes.epoch_row("gate", 7, run))
 
     approve >> record()
-'''
+"""
 
 
 def test_only_an_assigned_approver_can_answer_and_the_audit_names_them(airflow_server_factory, tmp_path_factory):

@@ -39,7 +39,9 @@ def decision(epoch, capacity):
 
 def rescale(epoch, new):
     at = T0 + timedelta(seconds=30 * (epoch + 1) + 5)
-    result = RescaleResult("a", "savepoint-restart", "succeeded", "j1", "j2", {"Count": 1}, {"Count": new}, "/sp", 0.5, "ok", at, at)  # noqa: E501
+    result = RescaleResult(
+        "a", "savepoint-restart", "succeeded", "j1", "j2", {"Count": 1}, {"Count": new}, "/sp", 0.5, "ok", at, at
+    )
     return result.to_row(JOB, epoch)
 
 

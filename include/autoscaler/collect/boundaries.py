@@ -80,7 +80,7 @@ def take_boundary(job: BoundaryJob, boundary: float, store_root: str | Path, now
     except (InputError, OSError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return f"{job.job} epoch {epoch}: not taken: {first}"
-    late = (snapshot.taken_at.timestamp() - boundary)
+    late = snapshot.taken_at.timestamp() - boundary
     if late > tolerance_s:
         return f"{job.job} epoch {epoch}: not kept, read {late:.1f} s after the boundary (tolerance {tolerance_s:g} s)"
     if not save_first(snapshot.to_json(), path):

@@ -143,4 +143,3 @@ def evaluate_epoch(
             )
         )
     return decisions
-

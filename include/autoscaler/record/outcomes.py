@@ -83,9 +83,7 @@ class EpochRun:
     flink_job_id: str | None = None  # the job the metrics were collected from
 
 
-def epoch_row(
-    job: str, epoch: int, run: EpochRun, stored_validation: Callable[[], str | None] = lambda: None
-) -> dict[str, Any]:
+def epoch_row(job: str, epoch: int, run: EpochRun, stored_validation: Callable[[], str | None] = lambda: None) -> dict[str, Any]:
     """The epoch's ACTIONS row. ``stored_validation`` reads the recorded verdict of a failed validation."""
     approved_by = run.answer.get("by") if run.answer else None
     plan = run.plan_summary or ""

@@ -19,7 +19,5 @@ class RescaleApprovalOperator(ApprovalOperator):
         chosen = list(event.get("chosen_options") or [])
         user = event.get("responded_by_user")
         name = (user.get("name") or user.get("id")) if isinstance(user, dict) else user
-        context["ti"].xcom_push(
-            key="answer", value={"chosen": chosen[0] if chosen else None, "by": name, "timed_out": not name}
-        )
+        context["ti"].xcom_push(key="answer", value={"chosen": chosen[0] if chosen else None, "by": name, "timed_out": not name})
         return super().execute_complete(context=context, event=event)

@@ -107,4 +107,3 @@ def kind_decisions(
 
     schema = DECISIONS.spark_ddl() + ", `op_index` INT"
     return operator_windows(metrics).groupBy("job").applyInPandas(per_job, schema=schema)
-
