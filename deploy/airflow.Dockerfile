@@ -1,7 +1,8 @@
 # The Airflow image of the compose deployment (docker-compose.yaml): the official Airflow 3.3.2 image
 # (Python 3.11, the project's Python) plus
 #   - a Java 17 runtime from Debian: the DS2 policy is submitted with spark-submit from the scheduler
-#     (LocalExecutor runs tasks there), and the Spark driver is a JVM;
+#     (LocalExecutor runs tasks there), and the Spark driver is a JVM; with openssl, its keytool makes
+#     Flink's REST TLS material (deploy/flink-tls.sh, run by ds2-volumes-init);
 #   - the project's exact pins (requirements.txt: Airflow 3.3.2 itself, the Spark provider, pyspark
 #     4.2.0, Great Expectations, ...) and the PostgreSQL drivers (deploy/requirements-postgres.txt);
 #   - the project itself, installed editable from /opt/ds2 (packages in include/ and plugins/), so the
@@ -16,7 +17,7 @@ USER root
 # JAVA_HOME: a stable path whatever the architecture (java-17-openjdk-amd64 / -arm64).
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless openssl \
     && apt-get autoremove -yqq --purge \
     && apt-get clean \
     && rm -rf /var/lib/apt/lists/* \

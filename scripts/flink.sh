@@ -114,26 +114,18 @@ rest_get() {
 }
 
 # A CA, the REST server's keystore (certificate for 127.0.0.1/localhost) and truststore, and a client
-# certificate, all under SSL_DIR (owner-only); kept across restarts, made once per instance.
+# certificate, all under SSL_DIR (owner-only; deploy/flink-tls.sh, which the compose deployment runs
+# too); kept across restarts, made once per instance with its own password.
 make_ssl() {
-  [ -s "$SSL_DIR/rest.keystore.p12" ] && [ -s "$SSL_DIR/client.pem" ] && return 0
-  command -v openssl >/dev/null || die "--ssl needs openssl"
+  [ -s "$SSL_DIR/rest.keystore.p12" ] && [ -s "$SSL_DIR/client.pem" ] && [ -s "$SSL_DIR/password" ] && return 0
+  local keytool
+  keytool="$(dirname "$(readlink -f "$(java_cmd)")")/keytool"
   (
     umask 077
-    rm -rf "$SSL_DIR" && mkdir -p "$SSL_DIR" && cd "$SSL_DIR"
-    random_secret 32 >password
-    local pw
-    pw=$(cat password)
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 -subj "/CN=ds2 local Flink CA" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
-    openssl req -newkey rsa:2048 -nodes -keyout rest.key -out rest.csr -subj "/CN=127.0.0.1" 2>/dev/null
-    openssl x509 -req -in rest.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out rest.pem -days 825 -extfile san.ext 2>/dev/null
-    openssl pkcs12 -export -in rest.pem -inkey rest.key -certfile ca.pem -name rest -out rest.keystore.p12 -passout "pass:$pw"
-    "$(dirname "$(readlink -f "$(java_cmd)")")/keytool" -importcert -noprompt -alias ds2-ca -file ca.pem -keystore rest.truststore.p12 \
-      -storetype PKCS12 -storepass "$pw" >/dev/null 2>&1
-    openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj "/CN=ds2-autoscaler" 2>/dev/null
-    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 825 2>/dev/null
-    rm -f ./*.csr san.ext ca.srl
+    rm -rf "$SSL_DIR" && mkdir -p "$SSL_DIR"
+    random_secret 32 >"$SSL_DIR/password"
+    FLINK_TLS_PASSWORD=$(cat "$SSL_DIR/password") KEYTOOL=$keytool \
+      "$ROOT/deploy/flink-tls.sh" "$SSL_DIR" "IP:127.0.0.1,DNS:localhost" >/dev/null
   ) || die "could not make the TLS material in $SSL_DIR"
 }
 

@@ -9,7 +9,11 @@ These checks are all the verification the compose deployment gets on the develop
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -234,7 +238,8 @@ def test_secrets_are_required_and_only_placeholders(env_example):
 
 def test_connections_point_at_the_compose_clusters(env_example, services):
     flink = json.loads(env_example["AIRFLOW_CONN_FLINK_DEFAULT"])
-    assert flink == {"conn_type": "flink", "host": "flink-jobmanager", "port": 8081}
+    assert {k: flink[k] for k in ("conn_type", "host", "port", "schema")} == {
+        "conn_type": "flink", "host": "flink-jobmanager", "port": 8081, "schema": "https"}  # fmt: skip
     assert flink["host"] in services and "127.0.0.1:8081:8081" in services["flink-jobmanager"]["ports"]
     spark = json.loads(env_example["AIRFLOW_CONN_SPARK_DS2"])
     assert spark == {"conn_type": "spark_connect", "host": "sc://spark-connect", "port": 15002}
@@ -350,3 +355,91 @@ def test_spark_connect_is_started_as_scripts_spark_sh_starts_it(services):
     assert (ROOT / "conf" / "spark" / "connect-server.conf").is_file()
     assert not services["spark-connect"].get("ports"), "Spark Connect has no authentication here: never published"
     assert mount_of(services["spark-connect"], DATA_DIR)[0] == "ds2-data"
+
+
+TLS_IN_AIRFLOW = "/opt/ds2/tls"
+TLS_IN_FLINK = "/flink-tls"
+
+
+def test_flink_rest_takes_tls_with_client_certificates(services, env_example):
+    """The compose Flink sets exactly the keys ``scripts/flink.sh --ssl`` sets (conf/flink/ssl.yaml, which
+    tests/integration/test_flink_ssl.py runs a real Flink with), on material deploy/flink-tls.sh makes in
+    the flink-tls volume; Airflow's connection presents the client certificate and checks the CA."""
+    local = {}
+    for line in (ROOT / "conf" / "flink" / "ssl.yaml").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, _, value = line.partition(":")
+            local[key.strip()] = value.strip()
+    password = "${FLINK_TLS_PASSWORD:?set FLINK_TLS_PASSWORD in .env (see .env.example)}"
+    expected = {k: v.replace("@SSL_DIR@", TLS_IN_FLINK).replace("@SSL_PASSWORD@", password) for k, v in local.items()}
+    assert expected["security.ssl.rest.authentication-enabled"] == "true"
+    for name in ("flink-jobmanager", "flink-taskmanager"):
+        props = flink_properties(services[name])
+        assert {k: props.get(k) for k in expected} == expected, name
+        assert f"flink-tls:{TLS_IN_FLINK}:ro" in services[name]["volumes"]
+    for name in AIRFLOW_SERVICES:
+        assert f"flink-tls:{TLS_IN_AIRFLOW}:ro" in services[name]["volumes"], name
+    init = services["ds2-volumes-init"]
+    assert f"flink-tls:{TLS_IN_AIRFLOW}" in init["volumes"] and init["environment"]["FLINK_TLS_PASSWORD"] == password
+    script = (ROOT / "deploy" / "init-volumes.sh").read_text()
+    call = re.search(r'flink-tls\.sh" "\$tls" "([^"]+)"', script)
+    assert call and "DNS:flink-jobmanager" in call.group(1).split(","), "the server certificate must name the host Airflow uses"
+    assert f"tls={TLS_IN_AIRFLOW}" in script
+    extra = json.loads(env_example["AIRFLOW_CONN_FLINK_DEFAULT"])["extra"]
+    assert extra == {"verify": f"{TLS_IN_AIRFLOW}/ca.pem", "client_cert": f"{TLS_IN_AIRFLOW}/client.pem",
+                     "client_key": f"{TLS_IN_AIRFLOW}/client.key"}  # fmt: skip
+    dockerfile = DOCKERFILE.read_text()
+    assert re.search(r"apt-get install [^\n]*\bopenssl\b", dockerfile), "the image that runs flink-tls.sh needs openssl"
+
+
+def test_the_compose_connection_reaches_the_hook_as_tls_with_a_client_certificate(env_example, monkeypatch):
+    from ds2_airflow.hooks.flink import FlinkHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_DEFAULT", env_example["AIRFLOW_CONN_FLINK_DEFAULT"])
+    conn = FlinkHook("flink_default").connection()
+    assert conn.base_url == "https://flink-jobmanager:8081"
+    assert (conn.verify, conn.client_cert, conn.client_key) == (
+        f"{TLS_IN_AIRFLOW}/ca.pem", f"{TLS_IN_AIRFLOW}/client.pem", f"{TLS_IN_AIRFLOW}/client.key")  # fmt: skip
+
+
+def _keytool() -> str:
+    java = shutil.which("java")
+    keytool = Path(os.path.realpath(java)).parent / "keytool" if java else None
+    if keytool is None or not keytool.is_file():
+        pytest.fail("no Java keytool on PATH: make setup installs a JDK")
+    return str(keytool)
+
+
+def test_flink_tls_script_makes_material_that_verifies(tmp_path):
+    """deploy/flink-tls.sh: owner-only files, the server certificate names the SAN, the client certificate
+    is signed by the CA, a second run changes nothing, and bad input gets one clear line."""
+    script = ROOT / "deploy" / "flink-tls.sh"
+    env = {**os.environ, "FLINK_TLS_PASSWORD": "a-long-enough-password", "KEYTOOL": _keytool()}
+    out = tmp_path / "tls"
+    san = "DNS:flink-jobmanager,DNS:localhost,IP:127.0.0.1"
+    subprocess.run([str(script), str(out), san], env=env, check=True, capture_output=True, text=True)
+    files = {"ca.pem", "rest.keystore.p12", "rest.truststore.p12", "client.pem", "client.key"}
+    assert {p.name for p in out.iterdir()} == files  # no CA key, no working files left
+    assert all(stat.S_IMODE((out / f).stat().st_mode) == 0o600 for f in files)
+    verify = subprocess.run(["openssl", "verify", "-CAfile", str(out / "ca.pem"), str(out / "client.pem")],
+                            capture_output=True, text=True)  # fmt: skip
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    keystore = ["openssl", "pkcs12", "-in", str(out / "rest.keystore.p12"), "-nokeys", "-clcerts"]
+    keystore += ["-passin", "env:FLINK_TLS_PASSWORD"]
+    server = subprocess.run(keystore, env=env, capture_output=True, text=True, check=True)
+    names = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName"], input=server.stdout,
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "DNS:flink-jobmanager" in names and "IP Address:127.0.0.1" in names
+    before = {f: (out / f).read_bytes() for f in files}
+    subprocess.run([str(script), str(out), san], env=env, check=True, capture_output=True)
+    assert {f: (out / f).read_bytes() for f in files} == before
+    for bad_env, bad_san, says in (
+        ({"FLINK_TLS_PASSWORD": "change-me"}, san, "at least 16 characters"),
+        ({"FLINK_TLS_PASSWORD": "has spaces and $ signs!!"}, san, "letters, digits"),
+        ({}, "DNS:x;touch /tmp/owned", "SAN 'DNS:x;touch /tmp/owned'"),
+    ):
+        res = subprocess.run([str(script), str(tmp_path / "other"), bad_san], env={**env, **bad_env}, capture_output=True,
+                             text=True)  # fmt: skip
+        assert res.returncode == 1 and says in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+        assert "a-long-enough-password" not in res.stderr
+    assert not (tmp_path / "other").exists()
