@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -13,6 +15,20 @@ from autoscaler.policy.base import OperatorWindow
 from autoscaler.store.parquet import epoch_block
 from autoscaler.store.schemas import METRICS
 from autoscaler.topology import Operator, Topology
+
+T = TypeVar("T")
+
+
+def poll(what: str, check: Callable[[], T], timeout_s: float = 180.0, every_s: float = 0.5) -> T:
+    """``check()``'s first truthy value, asked every ``every_s``; fails naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(every_s)
 
 
 def topology(edges: list[tuple[str, str]], parallelism: Mapping[str, int]) -> Topology:

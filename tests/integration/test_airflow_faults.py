@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from datetime import datetime
 
 import pytest
@@ -21,6 +20,7 @@ from autoscaler.config.jobs import load_jobs
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS
 from tests.conftest import ROOT
+from tests.helpers import poll
 from tests.integration.conftest import UNDERPROVISIONED
 from tests.integration.scaling_setup import environment, job_entry
 from tests.integration.test_rescale import assert_runs_at, assert_state_continued, wait_counted
@@ -30,21 +30,10 @@ INTERVAL_S = 20
 DAG = "ds2_killed"
 
 
-def _poll(what, check, timeout_s=180.0, every_s=0.5):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(every_s)
-
-
 def _kill(server, component: str) -> None:
     pid, _ = server.pids()[component]
     os.kill(pid, signal.SIGKILL)
-    _poll(f"{component} {pid} to die", lambda: not os.path.exists(f"/proc/{pid}"), 30)
+    poll(f"{component} {pid} to die", lambda: not os.path.exists(f"/proc/{pid}"), 30)
 
 
 def _deferred_rescale(server):
@@ -67,9 +56,9 @@ def test_scheduler_and_triggerer_killed_while_the_rescale_waits(flink, spark_eng
     try:
         server.wait_dag(DAG)
         _kill(server, "triggerer")
-        run = _poll("a rescale deferred on its savepoint", lambda: _deferred_rescale(server), 240)
+        run = poll("a rescale deferred on its savepoint", lambda: _deferred_rescale(server), 240)
         # Nobody runs the trigger: the savepoint completes and stops the job; nothing restarts it yet.
-        _poll("the job stopped by its savepoint", lambda: not flink.client.find_job("ds2-testjob"), 60)
+        poll("the job stopped by its savepoint", lambda: not flink.client.find_job("ds2-testjob"), 60)
         _kill(server, "scheduler")
         server.script("up")  # starts the scheduler and the triggerer again
         state = server.wait_run(DAG, run["dag_run_id"], timeout_s=240)

@@ -19,22 +19,13 @@ from autoscaler.collect.boundaries import epoch_ending_at
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from tests.conftest import ROOT
+from tests.helpers import poll
 from tests.integration.conftest import UNDERPROVISIONED
 from tests.integration.scaling_setup import environment, job_entry
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 10
 DAG = "ds2_late"
-
-
-def _poll(what, check, timeout_s=120.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
-        time.sleep(0.5)
 
 
 def test_a_run_two_intervals_late_measures_its_own_epoch(flink, spark_engine, airflow_server_factory, tmp_path_factory):
@@ -60,7 +51,7 @@ def test_a_run_two_intervals_late_measures_its_own_epoch(flink, spark_engine, ai
                     return run
             return None
 
-        _poll("the boundary trigger to be deferred", deferred)
+        poll("the boundary trigger to be deferred", deferred)
         store = data / "store"
 
         def on_time() -> set[int]:
@@ -75,7 +66,7 @@ def test_a_run_two_intervals_late_measures_its_own_epoch(flink, spark_engine, ai
             taken = on_time()
             return next((e for e in sorted(taken) if e - 1 in taken), None)
 
-        epoch = _poll("two consecutive boundaries taken on time by the triggerer", two_boundaries, 90)
+        epoch = poll("two consecutive boundaries taken on time by the triggerer", two_boundaries, 90)
         boundary = (epoch + 1) * INTERVAL_S
         assert epoch_ending_at(INTERVAL_S, boundary) == epoch
 

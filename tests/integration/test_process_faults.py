@@ -89,6 +89,12 @@ def wait_checkpoint(client: FlinkRestClient, job_id: str, timeout_s: float = 40)
     raise AssertionError(f"job {job_id} completed no checkpoint in {timeout_s} s")
 
 
+def request_rescale(cluster: FlinkCluster, name: str, folder: Path) -> None:
+    """The rescale's first half: the stop with a savepoint is requested, and the action defers (None)."""
+    dep = deployment(name, folder / "sp")
+    assert rescale_with_savepoint(cluster.client, dep, TARGET, "a1", folder / "journal", wait_for_savepoint=False) is None
+
+
 def resume(cluster: FlinkCluster, name: str, folder: Path, action: str = "a1") -> RescaleResult:
     """The same action again, as the DAG's retry or the reconciler runs it."""
     return rescale_with_savepoint(cluster.client, deployment(name, folder / "sp"), TARGET, action, folder / "journal",
@@ -99,8 +105,7 @@ def test_a_taskmanager_killed_during_the_savepoint(fragile_flink, tmp_path):
     client, name = fragile_flink.client, "pf-tm"
     old = start(fragile_flink, name)
     wait_checkpoint(client, old)
-    dep = deployment(name, tmp_path / "sp")
-    assert rescale_with_savepoint(client, dep, TARGET, "a1", tmp_path / "journal", wait_for_savepoint=False) is None
+    request_rescale(fragile_flink, name, tmp_path)
     kill(fragile_flink, "taskexecutor")
     start_missing(fragile_flink)
     result = resume(fragile_flink, name, tmp_path)
@@ -115,8 +120,7 @@ def test_a_taskmanager_killed_during_the_savepoint(fragile_flink, tmp_path):
 def test_the_jobmanager_killed_after_the_savepoint_stopped_the_job(fragile_flink, tmp_path):
     client, name = fragile_flink.client, "pf-jm-after"
     old = start(fragile_flink, name)
-    dep = deployment(name, tmp_path / "sp")
-    assert rescale_with_savepoint(client, dep, TARGET, "a1", tmp_path / "journal", wait_for_savepoint=False) is None
+    request_rescale(fragile_flink, name, tmp_path)
     wait_state(client, old, "FINISHED")  # the savepoint completed and stopped it; its answer was never read
     kill(fragile_flink, "standalonesession")
     start_missing(fragile_flink)  # a JobManager without high availability: it knows no job now
@@ -133,8 +137,7 @@ def test_the_jobmanager_killed_while_the_savepoint_was_taken(fragile_flink, tmp_
     client, name = fragile_flink.client, "pf-jm-during"
     old = start(fragile_flink, name)
     wait_checkpoint(client, old)
-    dep = deployment(name, tmp_path / "sp")
-    assert rescale_with_savepoint(client, dep, TARGET, "a1", tmp_path / "journal", wait_for_savepoint=False) is None
+    request_rescale(fragile_flink, name, tmp_path)
     kill(fragile_flink, "standalonesession")  # within milliseconds of the request: the savepoint is not complete
     for partial in (tmp_path / "sp").glob("savepoint-*"):
         if not (partial / "_metadata").exists():
@@ -152,8 +155,7 @@ def test_rest_unreachable_during_collect_and_during_the_savepoint_wait(fragile_f
     client, name = fragile_flink.client, "pf-rest"
     start(fragile_flink, name)
     store = tmp_path / "store"
-    dep = deployment(name, tmp_path / "sp")
-    assert rescale_with_savepoint(client, dep, TARGET, "a1", tmp_path / "journal", wait_for_savepoint=False) is None
+    request_rescale(fragile_flink, name, tmp_path)
     kill(fragile_flink, "standalonesession")
     with pytest.raises((FlinkError, InputError)) as caught:
         collect_epoch_metrics(client, name, "pf", 1, store, short_window_s=1)

@@ -24,6 +24,7 @@ from autoscaler.config.jobs import load_jobs
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
+from tests.helpers import poll
 from tests.integration.conftest import UNDERPROVISIONED
 from tests.integration.scaling_setup import environment, job_entry
 
@@ -31,17 +32,6 @@ pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 20
 DAG = "ds2_gated"
 SCREENSHOTS = ROOT / "docs" / "screenshots"
-
-
-def _poll(what, check, timeout_s=180.0, every_s=1.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(every_s)
 
 
 def _pending(server):
@@ -113,10 +103,10 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, 
         state = server.wait_run(DAG, run_id, timeout_s=120)
         run = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}")
         epoch = job.epoch_of(datetime.fromisoformat(run["data_interval_end"]))
-        return state, _poll("the action row", lambda: _action(store, epoch), 30)
+        return state, poll("the action row", lambda: _action(store, epoch), 30)
 
     # 1. Nobody answers: after the timeout the configured answer (reject) applies.
-    detail = _poll("a pending approval", lambda: _pending(server), 240)
+    detail = poll("a pending approval", lambda: _pending(server), 240)
     assert "| Count | 1 → **4** |" in detail["body"] and detail["subject"].startswith("Rescale gated")
     # The body links the epoch's validation result, served by the api-server (ds2_airflow/docs_plugin.py).
     link = re.search(r"\[Data Docs\]\((http[^)]+)\)", detail["body"])
@@ -134,7 +124,7 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, 
     assert flink.client.running_job("ds2-testjob").id == original
 
     # 2. Rejected over the REST API.
-    detail = _poll("the next pending approval", lambda: _pending(server), 180)
+    detail = poll("the next pending approval", lambda: _pending(server), 180)
     ti = detail["task_instance"]
     path = f"/api/v2/dags/{DAG}/dagRuns/{ti['dag_run_id']}/taskInstances/approve/-1/hitlDetails"
     _awaiting(server, detail)
@@ -146,7 +136,7 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, 
     rejected_epoch = action["epoch"]
 
     # 3. Approved: the rescale runs and is recorded with who approved it.
-    detail = _poll("the next pending approval", lambda: _pending(server), 180)
+    detail = poll("the next pending approval", lambda: _pending(server), 180)
     ti = detail["task_instance"]
     path = f"/api/v2/dags/{DAG}/dagRuns/{ti['dag_run_id']}/taskInstances/approve/-1/hitlDetails"
     _awaiting(server, detail)
@@ -164,7 +154,7 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, 
         return min(later, key=lambda a: a["epoch"]) if later else None
 
     server.screenshot(f"/dags/{DAG}/runs/{ti['dag_run_id']}/tasks/decide", shots / "decision-log.png")
-    after = _poll("the epoch after the rescale", next_action, 120)
+    after = poll("the epoch after the rescale", next_action, 120)
     assert after["outcome"] == "noop", after
     assert any(why in after["message"] for why in ("not decidable", "warm-up", "no change")), after
 
@@ -191,7 +181,7 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, 
         runs = server.api("GET", f"/api/v2/dags/{DAG}/dagRuns", params={"run_type": "backfill"})["dag_runs"]
         return runs if len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs) else None
 
-    runs = _poll("three finished backfill runs", backfill_runs, 300, 2)
+    runs = poll("three finished backfill runs", backfill_runs, 300, 2)
     assert {r["state"] for r in runs} == {"success"}, runs
     policies = []
     for r in sorted(runs, key=lambda r: r["logical_date"]):
