@@ -25,7 +25,7 @@ from tests.integration.conftest import UNDERPROVISIONED
 from tests.integration.scaling_setup import environment, job_entry
 from tests.integration.test_rescale import assert_runs_at, assert_state_continued, wait_counted
 
-pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.faults]
 INTERVAL_S = 20
 DAG = "ds2_killed"
 

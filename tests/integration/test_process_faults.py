@@ -37,7 +37,7 @@ from tests.integration.conftest import FLINK_SH, FlinkCluster, _cluster
 from tests.integration.test_rescale import assert_runs_at, assert_state_continued, deployment, running, start
 from tests.integration.test_rescale_failures import wait_state
 
-pytestmark = [pytest.mark.flink, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.faults]
 
 TARGET = {"Count": 3}
 
