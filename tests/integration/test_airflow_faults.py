@@ -31,9 +31,23 @@ DAG = "ds2_killed"
 
 
 def _kill(server, component: str) -> None:
+    """SIGKILL the component and every process of its group, as when its host or container dies.
+
+    ``scripts/airflow.sh`` starts each component in its own session (pid = process group). Killing
+    the scheduler's pid alone left its four LocalExecutor workers orphaned and running after the test.
+    """
     pid, _ = server.pids()[component]
-    os.kill(pid, signal.SIGKILL)
-    poll(f"{component} {pid} to die", lambda: not os.path.exists(f"/proc/{pid}"), 30)
+    assert os.getpgid(pid) == pid, f"{component} {pid} does not lead its process group"
+    members = [p for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == pid]
+    os.killpg(pid, signal.SIGKILL)
+    poll(f"{component} {pid} and its group {members} to die", lambda: not any(_pgid(int(p)) == pid for p in members), 30)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
 
 
 def _deferred_rescale(server):
