@@ -127,6 +127,16 @@ def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: 
     }
 
 
+def lab_job(scenario: Scenario, policy: str) -> str:
+    """The registered job (and Flink job name) of ``policy``'s run of ``scenario``."""
+    return f"lab-{scenario.name}-{policy}"
+
+
+def run_epochs(scenario: Scenario, first_s: float) -> range:
+    """The epochs of a run whose load starts at ``first_s`` (an epoch boundary)."""
+    return range(int(first_s // scenario.interval_s), int((first_s + scenario.duration_s) // scenario.interval_s))
+
+
 def run_side_by_side(
     scenario: Scenario, policies: list[str], outs: dict[str, Path], truth: gt.GroundTruth, work: Path, startup_s: float
 ) -> None:
@@ -150,7 +160,7 @@ def run_side_by_side(
         start = datetime.fromtimestamp(first, tz=UTC)
         jobs, entries = {}, []
         for policy in policies:
-            job = f"lab-{scenario.name}-{policy}"
+            job = lab_job(scenario, policy)
             base = scenario.job_args(job, int(first * 1000))
             stack.submit([*base, *scenario.parallelism_args()])
             jobs[policy] = job
@@ -160,8 +170,7 @@ def run_side_by_side(
         stack.spark_up()
         stack.airflow_up()
         end = first + scenario.duration_s
-        last = int(end // scenario.interval_s) - 1
-        epochs = range(int(first // scenario.interval_s), last + 1)
+        epochs = run_epochs(scenario, first)
         seen: set[tuple[str, int]] = set()
         while time.time() < end + 3 * scenario.interval_s:
             time.sleep(3)
@@ -209,14 +218,12 @@ def rejudge(path: Path, truth: gt.GroundTruth) -> None:
     result = json.loads(path.read_text())
     scenario = load_scenario(SCENARIOS / f"{result['scenario']}.yaml")
     conditions = result["conditions"]
-    policy = result["policy"]
-    store = Path(conditions.get("store") or WORK / f"{scenario.name}-{'-'.join(POLICIES)}" / "store")
-    job = conditions.get("job") or f"lab-{scenario.name}-{policy}"
+    if not conditions.get("store") or not conditions.get("job"):
+        raise SystemExit(f"{path}: no 'store' and 'job' in its conditions: run it again to rejudge it")
     start = datetime.fromisoformat(result["schedule_start"])
-    first = int(start.timestamp() // scenario.interval_s)
-    epochs = range(first, int((start.timestamp() + scenario.duration_s) // scenario.interval_s))
-    rows = loop_report.epoch_rows(store, job, epochs, scenario.interval_s)
-    write_result(scenario, policy, rows, truth, start, path.parent, {**conditions, "store": str(store), "job": job})
+    rows = loop_report.epoch_rows(Path(conditions["store"]), conditions["job"], run_epochs(scenario, start.timestamp()),
+                                  scenario.interval_s)  # fmt: skip
+    write_result(scenario, result["policy"], rows, truth, start, path.parent, conditions)
 
 
 def run_scenario(
