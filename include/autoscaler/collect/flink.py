@@ -81,11 +81,14 @@ def collect_epoch_metrics(
     if short and current is not None and current.taken_at <= previous.taken_at:
         current = None  # an attempt stopped inside its short window: measure its end now
     if not short:
-        # After a short window measured past its boundary, the window starts where that one ended:
-        # windows never overlap (validation's ``windows_ordered`` would rightly quarantine it).
-        previous = load_snapshot(snapshot_path(store_root, job, epoch - 1, end=True)) or load_snapshot(
-            snapshot_path(store_root, job, epoch - 1)
-        )
+        # After a short window measured past its boundary, the window starts where that one ended, so
+        # windows do not overlap (validation's ``windows_ordered`` would quarantine it) -- unless that
+        # end lies past this epoch's own boundary (a late run): then at the boundary, as before, rather
+        # than measure yet another short window late.
+        previous = load_snapshot(snapshot_path(store_root, job, epoch - 1))
+        short_end = load_snapshot(snapshot_path(store_root, job, epoch - 1, end=True))
+        if short_end is not None and (current is None or short_end.taken_at < current.taken_at):
+            previous = short_end
         if previous is not None and previous.job_name != job_name:
             previous = None
         if previous is not None and boundary is None and max_gap_s is not None:
