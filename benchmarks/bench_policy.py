@@ -175,6 +175,7 @@ def _chunk(topo: Topology, first_epoch: int, n_epochs: int, seed: int) -> tuple[
             "warmup": np.zeros(n, dtype=bool),
             "pending_records": pa.nulls(n, pa.float64()),
             "source_format": pa.array(["flink-rest"], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32))),
+            "source_rate_basis": pa.nulls(n, pa.string()),
         },
         schema=METRICS.arrow_schema(with_partitions=False),
     )
@@ -411,20 +412,20 @@ def wait_quiet(max_load: float, max_wait_s: float) -> tuple[float, float]:
 
 class Bench:
     def __init__(self, spark, topo: Topology, quiet_load: float = 0.5, quiet_wait_s: float = 0.0):
-        from autoscaler.policy.spark import inputs, plan
+        from autoscaler.policy.spark import decisions, inputs
         from autoscaler.store import spark as store
 
         self.quiet_load, self.quiet_wait_s = quiet_load, quiet_wait_s
 
         self.spark = spark
         self.topo = topo
-        self.inputs, self.plan, self.store = inputs, plan, store
+        self.inputs, self.decisions, self.store = inputs, decisions, store
         self.options = PolicyOptions()
         self.out = DATA / "out"
         shutil.rmtree(self.out, ignore_errors=True)  # outputs left by an interrupted run
 
     def _run_info(self):
-        return self.plan.RunInfo(uuid.uuid4().hex, "backfill", datetime.now(UTC).replace(microsecond=0))
+        return self.decisions.RunInfo(uuid.uuid4().hex, "backfill", datetime.now(UTC).replace(microsecond=0))
 
     def _input(self, path_kind: str, rows: int):
         """(metrics DataFrame, check to run before the commit)."""
@@ -456,7 +457,7 @@ class Bench:
                 self._noop(metrics)
                 check()
             else:
-                decisions = self.plan.ds2_decisions(metrics, self.topo, self.options, self._run_info())
+                decisions = self.decisions.policy_decisions(metrics, self.topo, self.options, self._run_info())
                 if phase == "policy":
                     self._noop(decisions)
                     check()
@@ -473,7 +474,7 @@ class Bench:
         frames = []
         for path_kind in ("store", "rates-log"):
             metrics, check = self._input(path_kind, rows)
-            decisions = self.plan.ds2_decisions(metrics, self.topo, self.options, self._run_info())
+            decisions = self.decisions.policy_decisions(metrics, self.topo, self.options, self._run_info())
             frames.append(
                 decisions.select(*keys, "status", "target_parallelism", "optimal_parallelism")
                 .toPandas()

@@ -100,6 +100,7 @@ def rows_for(topo: Topology, first_epoch: int, n_epochs: int) -> pa.Table:
         "warmup": pa.array(np.zeros(n, dtype=bool)),
         "pending_records": pa.nulls(n, pa.float64()),
         "source_format": pa.array(["bench"] * n),
+        "source_rate_basis": pa.nulls(n, pa.string()),
     }
     return pa.table(columns, schema=METRICS.arrow_schema())
 

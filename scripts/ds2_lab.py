@@ -1,7 +1,7 @@
 """The policy lab: the same workloads, several policies, measured against ground truth.
 
-    .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy ds2|utilization|rules[,...] --out DIR
-    .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab]
+    .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy ds2|utilization|rules[,...] --out DIR [--inputs oracle]
+    .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab] [--inputs oracle]
     .venv/bin/python scripts/ds2_lab.py compare DIR ...
     .venv/bin/python scripts/ds2_lab.py ground-truth SCENARIO.yaml ...
 
@@ -14,6 +14,11 @@ policy) gets ``result.json``, ``report.md`` and ``chart.png``; a finished result
 skipped, so an interrupted sweep resumes. ``sweep`` runs every scenario under
 benchmarks/scenarios/ with all three policies and ends with ``compare``. Ground truth curves that
 a scenario needs and the cache lacks are measured first on the same cluster.
+
+Inputs are **honest** by default: the policies see what production sees, each source's records
+out plus the growth of its FLIP-33 ``pendingRecords``. ``--inputs oracle`` feeds them the test
+job's own ``scheduledRate`` gauge instead (the exact offered load, which no real source has):
+an upper bound, recorded as ``"inputs": "oracle"`` in each result and never mixed with honest ones.
 """
 
 from __future__ import annotations
@@ -36,17 +41,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ds2_local import JAR, PARALLELISM_ARGS, ROOT, Stack, free_port, log
 from harness import machine, machine_line, write_results
 
+from autoscaler.config.options import POLICY_KINDS
 from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.report import compare_table, report_md
 from autoscaler.lab.result import lab_result
 from autoscaler.lab.scenario import SCALED, Scenario, load_scenario
 from autoscaler.record.loop_report import EpochRow
 
-POLICIES = ("ds2", "utilization", "rules")
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
 GROUND_TRUTH = ROOT / "benchmarks" / "ground-truth.json"
 OPERATORS = ["Source: Source", *SCALED]
-RATE_METRIC = "Source__Source.scheduledRate"
+RATE_METRIC = "Source__Source.scheduledRate"  # the test job's own gauge: the oracle input only
+INPUTS = ("honest", "oracle")
 STARTUP_S = 90  # Spark and Airflow start before the first epoch (a loaded machine needs margin)
 WORK = ROOT / "data" / "lab"  # the stacks' folders (Flink, Airflow, the store), kept after a run
 
@@ -111,7 +117,11 @@ def ensure_ground_truth(stack: Stack, scenarios: list[Scenario], truth: gt.Groun
             truth.add(curve, {**machine(), "warmup_s": gt.WARMUP_S, "measure_s": gt.MEASURE_S})
 
 
-def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: list[str], savepoints: Path) -> dict:
+def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: list[str], savepoints: Path,
+              inputs: str) -> dict:  # fmt: skip
+    collect = {"short_window": f"{max(scenario.interval_s / 3, 2):g}s"}
+    if inputs == "oracle":
+        collect["source_rate_metric"] = RATE_METRIC
     return {
         "name": job,
         "flink_job_name": job,
@@ -120,7 +130,7 @@ def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: 
         "parallelism_args": PARALLELISM_ARGS,
         "savepoint_dir": f"file://{savepoints}",
         "policy_interval": f"{scenario.interval_s:g}s",
-        "collect": {"short_window": f"{max(scenario.interval_s / 3, 2):g}s", "source_rate_metric": RATE_METRIC},
+        "collect": collect,
         "policy": {"kind": policy, "max_parallelism": dict(scenario.max_parallelism)},
         "tags": ["lab", scenario.name],
         "start_date": start.isoformat(),
@@ -138,7 +148,13 @@ def run_epochs(scenario: Scenario, first_s: float) -> range:
 
 
 def run_side_by_side(
-    scenario: Scenario, policies: list[str], outs: dict[str, Path], truth: gt.GroundTruth, work: Path, startup_s: float
+    scenario: Scenario,
+    policies: list[str],
+    outs: dict[str, Path],
+    truth: gt.GroundTruth,
+    work: Path,
+    startup_s: float,
+    inputs: str,
 ) -> None:
     """One closed loop with one job per policy on one cluster; results into ``outs[policy]``."""
     from autoscaler.record import loop_report
@@ -164,7 +180,7 @@ def run_side_by_side(
             base = scenario.job_args(job, int(first * 1000))
             stack.submit([*base, *scenario.parallelism_args()])
             jobs[policy] = job
-            entries.append(job_entry(scenario, policy, job, start, base, folder / "flink" / "savepoints"))
+            entries.append(job_entry(scenario, policy, job, start, base, folder / "flink" / "savepoints", inputs))
         (folder / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": entries}, sort_keys=False))
         log(f"{scenario.name}: jobs submitted; the load starts at {start:%H:%M:%S}; starting Spark and Airflow")
         stack.spark_up()
@@ -187,23 +203,26 @@ def run_side_by_side(
         for policy, job in jobs.items():
             rows = loop_report.epoch_rows(folder / "store", job, epochs, scenario.interval_s)
             conditions = {**machine(), "wall_s": round(time.monotonic() - t0), "store": str(folder / "store"), "job": job}
-            write_result(scenario, policy, rows, truth, start, outs[policy], conditions)
+            write_result(scenario, policy, inputs, rows, truth, start, outs[policy], conditions)
     finally:
         log(f"{scenario.name}: stopping Airflow, Spark, PostgreSQL and Flink (data stays in {folder})")
         stack.down()
 
 
-def write_result(scenario: Scenario, policy: str, rows: list[EpochRow], truth: gt.GroundTruth, start: datetime, out: Path,
-                 conditions: dict) -> None:  # fmt: skip
+def write_result(scenario: Scenario, policy: str, inputs: str, rows: list[EpochRow], truth: gt.GroundTruth, start: datetime,
+                 out: Path, conditions: dict) -> None:  # fmt: skip
     """``result.json``, ``report.md`` and ``chart.png`` of one policy's run (``conditions``: when, where, its store)."""
     from autoscaler.record import loop_report
 
     out.mkdir(parents=True, exist_ok=True)
-    result = lab_result(rows, scenario, truth, start, policy)
+    result = lab_result(rows, scenario, truth, start, policy, inputs)
     result["conditions"] = conditions
     schedule = loop_report.schedule_times(start, scenario.rate_steps())
     loop_report.chart(rows, schedule, OPERATORS, out / "chart.png", title=f"{scenario.name} under {policy}")
-    text = f"Scenario `{scenario.name}`: {scenario.description} Conditions: {machine_line(conditions)}."
+    text = (f"Scenario `{scenario.name}`: {scenario.description} Inputs: {inputs}"
+            + (" (the test job's own rate gauge: an upper bound no production source gives)" if inputs == "oracle" else
+               " (records out plus the growth of pendingRecords, as production sees them)")
+            + f". Conditions: {machine_line(conditions)}.")  # fmt: skip
     (out / "report.md").write_text(report_md(result, loop_report.table(rows, OPERATORS), text))
     tmp = out / ".result.json.tmp"
     tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
@@ -223,11 +242,17 @@ def rejudge(path: Path, truth: gt.GroundTruth) -> None:
     start = datetime.fromisoformat(result["schedule_start"])
     rows = loop_report.epoch_rows(Path(conditions["store"]), conditions["job"], run_epochs(scenario, start.timestamp()),
                                   scenario.interval_s)  # fmt: skip
-    write_result(scenario, result["policy"], rows, truth, start, path.parent, conditions)
+    write_result(scenario, result["policy"], result.get("inputs", "oracle"), rows, truth, start, path.parent, conditions)
 
 
 def run_scenario(
-    path: Path, policies: list[str], out: Path, truth: gt.GroundTruth, work: Path = WORK, startup_s: float = STARTUP_S
+    path: Path,
+    policies: list[str],
+    out: Path,
+    truth: gt.GroundTruth,
+    work: Path = WORK,
+    startup_s: float = STARTUP_S,
+    inputs: str = "honest",
 ) -> None:
     scenario = load_scenario(path)
     outs = {p: (out / p if len(policies) > 1 else out) for p in policies}
@@ -238,7 +263,7 @@ def run_scenario(
     cpu_bound = any(c.mode == "cpu" for c in scenario.operators.values())
     groups = [[p] for p in todo] if cpu_bound else [todo]
     for group in groups:
-        run_side_by_side(scenario, group, outs, truth, work, startup_s)
+        run_side_by_side(scenario, group, outs, truth, work, startup_s, inputs)
 
 
 def main() -> int:
@@ -251,6 +276,13 @@ def main() -> int:
     r.add_argument("--work", type=Path, default=WORK, help=f"where the stack's folders go (default {WORK})")
     r.add_argument("--startup", type=float, default=STARTUP_S, help="seconds allowed for Spark and Airflow to start")
     s = sub.add_parser("sweep", help="every scenario under all three policies (resumable), then compare")
+    for p in (r, s):
+        p.add_argument(
+            "--inputs",
+            choices=INPUTS,
+            default="honest",
+            help="honest (records out + pendingRecords growth, default) or oracle (the test job's rate gauge)",
+        )
     s.add_argument("scenarios", type=Path, nargs="*")
     s.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "lab")
     c = sub.add_parser("compare", help="results side by side: scenario x policy")
@@ -275,10 +307,10 @@ def main() -> int:
     truth = gt.GroundTruth(args.ground_truth)
     if args.command == "run":
         policies = args.policy.split(",")
-        unknown = [p for p in policies if p not in POLICIES]
+        unknown = [p for p in policies if p not in POLICY_KINDS]
         if unknown:
-            raise SystemExit(f"--policy: unknown {', '.join(unknown)} (one of {', '.join(POLICIES)})")
-        run_scenario(args.scenario, policies, args.out, truth, args.work, args.startup)
+            raise SystemExit(f"--policy: unknown {', '.join(unknown)} (one of {', '.join(POLICY_KINDS)})")
+        run_scenario(args.scenario, policies, args.out, truth, args.work, args.startup, args.inputs)
         return 0
     if args.command == "rejudge":
         for path in sorted(p for d in args.dirs for p in d.rglob("result.json")):
@@ -295,7 +327,7 @@ def main() -> int:
         return 0
     paths = args.scenarios or sorted(SCENARIOS.glob("*.yaml"))
     for path in paths:
-        run_scenario(path, list(POLICIES), args.out / path.stem, truth)
+        run_scenario(path, list(POLICY_KINDS), args.out / path.stem, truth, inputs=args.inputs)
     print(compare_table([json.loads(p.read_text()) for p in sorted(args.out.rglob("result.json"))]))
     return 0
 

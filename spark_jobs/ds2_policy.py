@@ -27,7 +27,7 @@ import uuid
 from datetime import UTC, datetime
 
 from autoscaler.collect.ds2_files import read_source_rates
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.options import POLICY_KINDS, PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.report import decision_table
 from autoscaler.store.schemas import DECISIONS
@@ -58,6 +58,7 @@ def policy_options(args: argparse.Namespace) -> PolicyOptions:
     """``--options`` (the DAG's JSON), then each flag given on top of it."""
     base = json.loads(PolicyOptions.from_json(args.options).to_json()) if args.options else {}
     flags = {
+        "kind": args.kind,
         "factor": args.factor,
         "threshold": args.threshold,
         "min_parallelism": _bounds(args.min_parallelism, "--min-parallelism") or None,
@@ -90,6 +91,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     policy.add_argument(
         "--options", metavar="JSON", help="all policy options as JSON, as the DAG passes them (flags below override)"
     )
+    policy.add_argument("--kind", choices=POLICY_KINDS, help=_help(described, "kind"))
     policy.add_argument("--factor", type=float, help=_help(described, "factor"))
     policy.add_argument("--threshold", type=float, help=_help(described, "threshold"))
     policy.add_argument(
@@ -119,7 +121,7 @@ def run(argv: list[str]) -> int:
     source_rates = read_source_rates(args.source_rates, topology) if args.source_rates else None
 
     # Spark is imported only now: argument and file errors above need no JVM.
-    from autoscaler.policy.spark import inputs, plan
+    from autoscaler.policy.spark import decisions, inputs
     from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
     from autoscaler.policy.spark.session import policy_session
     from autoscaler.store import spark as store
@@ -142,8 +144,8 @@ def run(argv: list[str]) -> int:
         metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
         if skipped:
             print(f"ds2_policy: skipped incomplete epochs {skipped} in {args.rates_dir}", file=sys.stderr)
-    run_info = plan.RunInfo(run_id, run_type, datetime.now(UTC).replace(microsecond=0))
-    decisions = plan.ds2_decisions(metrics, topology, options, run_info, source_rates)
+    run_info = decisions.RunInfo(run_id, run_type, datetime.now(UTC).replace(microsecond=0))
+    rows = decisions.policy_decisions(metrics, topology, options, run_info, source_rates)
 
     def check_all() -> None:
         for check in checks:
@@ -153,7 +155,7 @@ def run(argv: list[str]) -> int:
     # temporary store so that --json prints exactly what was checked, once.
     root = args.decisions_store or args.store or tempfile.mkdtemp(prefix="ds2-policy-")
     try:
-        store.write_epochs(decisions.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
+        store.write_epochs(rows.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
         _print_decisions(args, spark, root, run_id, topology)
     finally:
         if not (args.store or args.decisions_store):
@@ -165,12 +167,12 @@ def _print_decisions(args: argparse.Namespace, spark: object, root: str, run_id:
     """--json: one JSON object per (epoch, operator); --table: a text table; otherwise nothing."""
     if not (args.json or args.table):
         return
-    from autoscaler.policy.spark import inputs, plan
+    from autoscaler.policy.spark import decisions, inputs
 
     rows = (r.asDict() for r in inputs.stored_decisions(spark, root, args.job, run_id, topology).toLocalIterator())
     if args.json:
         for row in rows:
-            print(plan.decision_json(row))
+            print(decisions.decision_json(row))
     else:
         print(decision_table(rows))
 

@@ -77,6 +77,7 @@ def metrics_rows(topo: Topology, epochs: Mapping[int, Mapping[str, OperatorWindo
                     "warmup": i <= w.warmup_instances,
                     "pending_records": None if w.pending_records is None else w.pending_records * share,
                     "source_format": "test",
+                    "source_rate_basis": w.rate_basis,
                 }
                 for k, v in row.items():
                     cols[k].append(v)

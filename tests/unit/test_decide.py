@@ -87,13 +87,18 @@ def test_hysteresis_ignores_a_scale_down_by_one_but_not_by_two():
     assert decide(job(), 10, rows(count=(4, 5)), decided_epochs_since_rescale=1).target == {"Count": 5}  # any scale-up
 
 
-def test_scale_down_step_and_bounds():
-    plan = decide(job(max_scale_down_step=2), 10, rows(count=(8, 2)), decided_epochs_since_rescale=1)
-    assert plan.target == {"Count": 6} and "limited to 2 instances per step" in plan.markdown()
-    plan = decide(job(max_parallelism={"Count": 3}), 10, rows(), decided_epochs_since_rescale=1)
-    assert plan.target == {"Count": 3} and "(DS2: 4)" in plan.markdown()
-    plan = decide(job(min_parallelism={"Sink": 2}), 10, rows(count=(1, 1)), decided_epochs_since_rescale=1)
-    assert plan.target == {"Sink": 2}
+def test_decide_keeps_the_policys_bounded_proposal():
+    # Bounds, alignment and the scale-down limit are the policy's (policy.base.bounded): decide
+    # applies hysteresis only, so a proposal arrives and leaves within them.
+    plan = decide(job(max_parallelism={"Count": 3}), 10, rows(count=(2, 3)), decided_epochs_since_rescale=1)
+    assert plan.target == {"Count": 3}
+
+
+def test_a_removed_option_is_named_with_its_replacement():
+    from autoscaler.errors import InputError
+
+    with pytest.raises(InputError, match=r"max_scale_down_step: removed: .*max_scale_down_factor"):
+        job(max_scale_down_step=2)
 
 
 def test_capacity_reduces_or_blocks():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from autoscaler.config.options import PolicyOptions
@@ -70,9 +72,87 @@ def test_utilization_works_off_a_backlog_and_never_scales_down_under_one():
     big = epoch(4, 1.0, parse_bp=0.9, pending=36_000_000.0)  # 20,000 r/s more over the 30 min catch-up
     plain = epoch(4, 1.0, parse_bp=0.9)
     assert targets("utilization", big)["count"] > targets("utilization", plain)["count"]
-    idle = epoch(8, 0.05, rate=2_000, pending=RATE * 400)  # backlog of 400 s of input: no scale-down
+    idle = epoch(8, 0.05, rate=2_000, pending=RATE * 400)  # backlog of 4,000 s of input: no scale-down trigger
     assert targets("utilization", idle, scale_down_interval=0.0)["count"] == 8
-    assert "no scale-down while the backlog" in reasons("utilization", idle, scale_down_interval=0.0)["count"]
+    assert "band widened to [0, 1]" in reasons("utilization", idle, scale_down_interval=0.0)["count"]
+
+
+# -- the utilization kind against the Flink autoscaler's own behaviour, one test per difference fixed
+
+
+def chain(parse_p: int, parse_busy: float, count_p: int, count_busy: float, rate: float, count_capacity: float = 5_700.0,
+          pending: float | None = None) -> dict[str, OperatorWindow]:  # fmt: skip
+    """The chain with both operators' parallelism and busy fraction set; every record reaches Count."""
+    return {
+        "src": OperatorWindow(2, 2, 0.0, rate, rate, pending_records=pending),
+        "parse": OperatorWindow(parse_p, parse_p, rate / parse_busy, rate / parse_busy, rate, observed_processing_rate=rate,
+                                busy_ratio_max=parse_busy),
+        "count": OperatorWindow(count_p, count_p, count_p * count_capacity, count_p * count_capacity, rate,
+                                observed_processing_rate=rate, busy_ratio_max=count_busy),
+    }  # fmt: skip
+
+
+def test_flink_keeps_the_restart_term_out_of_the_band():
+    # Count at 1 instance takes 10,000 r/s and gets 9,000: 90 % busy, inside 0.7 + 0.3 without the restart
+    # term (ScalingMetricEvaluator computes the thresholds with withRestart=false). With the restart's
+    # 1,500 r/s added (9,000 * 300 s / 1,800 s) it would read as outside and scale up to 2.
+    w = chain(1, 0.9 * 9_000 / 45_000, 1, 0.9, 9_000, count_capacity=10_000)
+    assert targets("utilization", w)["count"] == 1
+    assert "within the utilization band" in reasons("utilization", w)["count"]
+
+
+def test_flink_aligns_to_key_groups_when_asked():
+    # 20,000 r/s at 0.7 on 5,700 per instance: 6; 6 does not divide 128 key groups, 8 does (JobVertexScaler.scale).
+    w = epoch(1, 1.0, parse_bp=0.8)
+    assert targets("utilization", w, job_max_parallelism=128)["count"] == 6
+    assert targets("utilization", w, job_max_parallelism=128, align_to_key_groups=True)["count"] == 8
+    why = reasons("utilization", w, job_max_parallelism=128, align_to_key_groups=True)["count"]
+    assert "aligned to 8 (128 key groups)" in why
+
+
+def test_flink_caps_a_scale_up_by_its_max_factor():
+    # scale-up.max-factor 1.0: at most 200 % of the current parallelism (1 -> 2, not 6).
+    w = epoch(1, 1.0, parse_bp=0.8)
+    assert targets("utilization", w, max_scale_up_factor=1.0)["count"] == 2
+    assert "scale-up limited to +100%: 2" in reasons("utilization", w, max_scale_up_factor=1.0)["count"]
+
+
+def test_flink_rounds_the_target_capacity_to_a_whole_rate():
+    from autoscaler.policy.utilization import target_capacity
+
+    # AutoScalerUtils.getTargetProcessingCapacity returns Math.round(...): 3,990.3 / 0.7 = 5,700.4 -> 5,700.
+    options = PolicyOptions(kind="utilization", restart_time=0.0)
+    assert target_capacity(3_990.28, 0.0, 0.7, options, restart=True) == 5_700.0
+    w = chain(1, 0.1, 1, 3_990.28 / 5_700, 3_990.28)
+    count = next(d for d in policy_for("utilization")(TOPO, w, options) if d.operator_id == "count")
+    assert count.optimal_parallelism == 1.0  # exactly one instance of 5,700 r/s, not 1.00007 (-> 2)
+
+
+def test_flink_judges_each_sources_backlog_against_its_own_input_and_widens_the_band():
+    topo = topology([("small", "count"), ("big", "count")], {"count": 8})
+    windows = {
+        # 1,000 r/s owing 1,000,000 records: 1,000 s of its own input, though only 48 s of all input.
+        "small": OperatorWindow(1, 1, 0.0, 1_000.0, 1_000.0, pending_records=1_000_000.0),
+        "big": OperatorWindow(1, 1, 0.0, 20_000.0, 20_000.0, pending_records=0.0),
+        "count": OperatorWindow(8, 8, 80_000.0, 80_000.0, 21_000.0, observed_processing_rate=21_000.0, busy_ratio_max=0.21),
+    }
+    options = PolicyOptions(kind="utilization", scale_down_interval=0.0)
+    count = next(d for d in policy_for("utilization")(topo, windows, options) if d.operator_id == "count")
+    assert count.target_parallelism == 8 and "SMALL owes 1,000,000 records (1,000 s of its input)" in count.reason
+    windows["small"] = replace(windows["small"], pending_records=100_000.0)  # 100 s: not a backlog
+    count = next(d for d in policy_for("utilization")(topo, windows, options) if d.operator_id == "count")
+    assert count.target_parallelism < 8  # 21 % busy is under 0.7 - 0.3: the scale-down is taken
+
+
+def test_flink_checks_the_band_over_the_deferred_targets():
+    # Parse at 4 instances, 10 % busy, is outside the band, but its scale-down is deferred (1 h), so it
+    # does not change now; Count (88 % busy, inside the band) would change 4 -> 6. Flink's
+    # allChangedVerticesWithinUtilizationTarget sees only Count's change, inside the band: no scaling.
+    w = chain(4, 0.1, 4, 20_000 / 22_800, 20_000)
+    got = targets("utilization", w)
+    assert got == {"src": 2, "parse": 4, "count": 4}
+    assert "scale-down deferred" in reasons("utilization", w)["parse"]
+    assert targets("utilization", w, scale_down_interval=0.0) == {"src": 2, "parse": 3, "count": 6}  # both change now
 
 
 # -- rules ---------------------------------------------------------------------------------------

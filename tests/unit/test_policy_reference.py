@@ -8,7 +8,7 @@ from autoscaler.collect.ds2_files import read_rates_log
 from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.base import OperatorWindow
 from autoscaler.policy.ds2 import evaluate_epoch
-from autoscaler.policy.rounding import SATURATED, align_up, round_up
+from autoscaler.policy.rounding import SATURATED, align, round_up
 from autoscaler.topology import read_topology_csv
 from tests.conftest import RATES_LOG, TOPOLOGY_CSV
 from tests.helpers import topology, window
@@ -153,7 +153,7 @@ def test_alignment_to_key_group_divisors():
     assert d["o3"].target_parallelism == 8  # 8 divides 128 already
     windows = {**COURSE_WINDOWS, "o3": window(3, 2930.0 * 8 / 9.5, 0.0, max_parallelism=128)}
     d = by_op(evaluate_epoch(COURSE, windows, PolicyOptions(align_to_key_groups=True)))
-    assert d["o3"].target_parallelism == 16 and "aligned to 16 (divides 128 key groups)" in d["o3"].reason
+    assert d["o3"].target_parallelism == 16 and "aligned to 16 (128 key groups)" in d["o3"].reason
 
 
 def test_incomplete_and_warmup_epochs_propose_no_change():
@@ -181,18 +181,42 @@ def test_rules():
     assert round_up(math.nan, 0.0) == 0
     assert round_up(math.inf, 0.0) == SATURATED
     assert round_up(2.0, 0.0) == 2 and round_up(2.0000001, 0.0) == 3 and round_up(2.0, 0.5) == 3
-    assert align_up(5, 128, 200) == 8 and align_up(5, 7, 6) == 5 and align_up(129, 128, 200) == 129
+    # align(proposal, current, key groups, low, high), as the Flink autoscaler's JobVertexScaler.scale:
+    assert align(5, 2, 128, 1, 200) == 8  # up to the next divisor
+    assert align(5, 8, 128, 1, 200) == 8  # a scale-down searches up to the current parallelism: blocked
+    assert align(3, 8, 128, 1, 200) == 4  # a scale-down to a divisor below the current one
+    assert align(5, 3, 7, 1, 6) == 4  # no divisor of 7 in [5, 6]: the smallest with no more key groups each (7 // 4 == 7 // 5)
+    assert align(6, 5, 7, 1, 6) == 5  # ... which would not be a scale-up: keep the current one
+    assert align(4, 4, 128, 1, 200) == 4
 
 
 def test_each_policy_kind_is_one_registered_pure_function():
     from autoscaler.config.options import POLICY_KINDS
     from autoscaler.errors import InputError
-    from autoscaler.policy.base import POLICIES, policy_for
+    from autoscaler.policy.base import history_epochs, policy_for
 
-    assert tuple(sorted(POLICIES)) == tuple(sorted(POLICY_KINDS))  # the option's choices are the registered kinds
+    # The option's choices are the registry: each names a module with the two functions of a kind.
+    for kind in POLICY_KINDS:
+        assert callable(policy_for(kind)) and history_epochs(PolicyOptions(kind=kind)) >= 0
     assert policy_for("ds2") is evaluate_epoch
     assert by_op(policy_for("ds2")(COURSE, COURSE_WINDOWS, PolicyOptions())) == by_op(
         evaluate_epoch(COURSE, COURSE_WINDOWS, PolicyOptions())
     )
     with pytest.raises(InputError, match="not one of ds2"):
         policy_for("dhalion")
+
+
+def test_a_sources_decision_says_how_its_arrival_rate_was_known():
+    from dataclasses import replace
+
+    honest = {**COURSE_WINDOWS, "o1": replace(COURSE_WINDOWS["o1"], rate_basis="emitted+lag")}
+    source = by_op(evaluate_epoch(COURSE, honest, PolicyOptions()))["o1"]
+    assert "arrival 2000.0 r/s (records emitted + backlog growth)" in source.reason
+    blind = {**COURSE_WINDOWS, "o1": replace(COURSE_WINDOWS["o1"], rate_basis="emitted-unblocked")}
+    for kind in ("ds2", "utilization", "rules"):
+        from autoscaler.policy.base import policy_for
+
+        source = by_op(policy_for(kind)(COURSE, blind, PolicyOptions(kind=kind)))["o1"]
+        assert "no pendingRecords reported" in source.reason and "the arrival rate beyond it is not" in source.reason
+    oracle = {**COURSE_WINDOWS, "o1": replace(COURSE_WINDOWS["o1"], rate_basis="gauge (oracle)")}
+    assert "ORACLE" in by_op(evaluate_epoch(COURSE, oracle, PolicyOptions()))["o1"].reason

@@ -58,9 +58,37 @@ def test_rates_use_the_time_the_samples_span_not_when_they_were_read():
     assert count["observed_processing_rate"] == pytest.approx(6000 / 10.0)
 
 
-def test_a_source_rate_gauge_is_its_true_output():
+def test_a_source_rate_gauge_is_its_true_output_labelled_an_oracle():
     rows = window_metrics(snap(10, 0, 0, 0), snap(20, 10, 10, 10, rate=7000.0), "j", 1).to_pylist()
-    assert next(r for r in rows if r["is_source"])["true_output_rate"] == 7000.0
+    source = next(r for r in rows if r["is_source"])
+    assert source["true_output_rate"] == 7000.0 and source["source_rate_basis"] == "gauge (oracle)"
+
+
+def with_pending(snapshot: Snapshot, pending: float | None) -> Snapshot:
+    return replace(snapshot, counters=(replace(snapshot.counters[0], pending_records=pending), snapshot.counters[1]))
+
+
+def test_a_sources_arrival_rate_is_its_output_plus_the_growth_of_its_backlog():
+    # 5,000 records out over 10 s while the backlog grew 40,000 -> 120,000: 500 + 8,000 = 8,500 r/s
+    # arrived, though back-pressure let it send only 500 r/s (the Flink autoscaler's inputRate + lagRate).
+    rows = window_metrics(with_pending(snap(10, 1000, 9000, 1000), 40_000), with_pending(snap(20, 6000, 18000, 6000), 120_000),
+                          "j", 3).to_pylist()  # fmt: skip
+    source = next(r for r in rows if r["is_source"])
+    assert source["true_output_rate"] == pytest.approx(8_500.0) and source["source_rate_basis"] == "emitted+lag"
+    assert source["observed_output_rate"] == pytest.approx(500.0) and source["pending_records"] == 120_000
+    # A backlog being worked off: more was sent than arrived (500 - 300 = 200 r/s arrived).
+    rows = window_metrics(with_pending(snap(10, 1000, 9000, 1000), 5_000), with_pending(snap(20, 6000, 18000, 6000), 2_000),
+                          "j", 3).to_pylist()  # fmt: skip
+    assert next(r for r in rows if r["is_source"])["true_output_rate"] == pytest.approx(200.0)
+    # Never below zero (a gauge read a moment off the counters can shrink faster than records went out).
+    rows = window_metrics(with_pending(snap(10, 1000, 9000, 1000), 90_000), with_pending(snap(20, 6000, 18000, 6000), 0),
+                          "j", 3).to_pylist()  # fmt: skip
+    assert next(r for r in rows if r["is_source"])["true_output_rate"] == 0.0
+    # Without pendingRecords at both ends: the fallback, named as such.
+    rows = window_metrics(snap(10, 1000, 9000, 1000), with_pending(snap(20, 6000, 18000, 6000), 7), "j", 3).to_pylist()
+    source = next(r for r in rows if r["is_source"])
+    assert source["true_output_rate"] == pytest.approx(5000.0) and source["source_rate_basis"] == "emitted-unblocked"
+    assert next(r for r in rows if not r["is_source"])["source_rate_basis"] is None
 
 
 def test_restarts_are_detected_but_time_jitter_is_not_a_restart():

@@ -73,6 +73,7 @@ def row(epoch: int, op_id: str, instance: int) -> dict[str, Any]:
         "observed_output_rate": rout / WINDOW_S,
         "warmup": False,
         "source_format": "flink-rest",
+        "source_rate_basis": "emitted+lag" if op.is_source else None,
     }
 
 

@@ -240,5 +240,6 @@ def records_to_metrics(records: Iterable[RateRecord], topology: Topology, job: s
         "warmup": [False] * len(records),
         "pending_records": [None] * len(records),
         "source_format": [source_format] * len(records),
+        "source_rate_basis": [None] * len(records),
     }
     return pa.table(columns, schema=METRICS.arrow_schema())

@@ -13,16 +13,25 @@ averages that lag a change by a minute). Per instance and window W:
   observed rate (a 4 s window whose samples were 6.1 s apart read Count at 7,662 r/s observed
   against 5,681 r/s true). W is used only when an instance reports no time at all;
 - sources report no busy time and their processing rate is 0 (DS2's convention). Their true
-  output rate is the rate they are asked to emit: a per-subtask gauge when the job exposes one
-  (``source_rate_metric``, e.g. a Kafka source's arrival rate or the test job's
-  ``scheduledRate``); otherwise Δrecords out / (window − Δback-pressured time), what they emitted
-  while not blocked. A source blocked for more than 95 % of the window gives no usable
-  estimate that way (the few records it sent were bursts); then its observed rate is used,
-  and DS2 can only grow the job step by step: configure a rate metric or a source-rate
-  override for such jobs, as the DS2 reference does.
+  output rate is their **arrival rate**: what reaches them per second, whether or not the job
+  keeps up. Three ways to know it, best first, each named in the row's ``source_rate_basis``:
 
-Sources that report FLIP-33's ``pendingRecords`` (Kafka, the test job's partitioned source) have
-it read at each snapshot: the backlog at the window's end, for the policies that work it off.
+  - ``emitted+lag``: records emitted per second plus the growth of FLIP-33's ``pendingRecords``
+    per second over the window (the Flink autoscaler's ``inputRate + lagRate``, floored at 0).
+    A Kafka or Pulsar source, and the test job's partitioned source, report it. Records that
+    arrived and were not emitted are exactly the backlog's growth, so a back-pressured source's
+    arrival rate is known, not only what it managed to send;
+  - ``emitted-unblocked`` (fallback, no ``pendingRecords``): Δrecords out / (window −
+    Δback-pressured time), what it emitted while not blocked. A source blocked for more than
+    95 % of the window gives no usable estimate that way (the few records it sent were
+    bursts); then ``emitted``: its observed rate. Either way the policy sees no more than the
+    job already does and can only grow it step by step;
+  - ``gauge (oracle)``: a per-subtask gauge that says what the source is asked to emit
+    (``source_rate_metric``, e.g. the test job's ``scheduledRate``). No production source has
+    one: it is for runs labelled as an oracle, an upper bound on what honest inputs give.
+
+Sources that report ``pendingRecords`` have it read at each snapshot: the backlog at the window's
+end, for the policies that work it off.
 
 A window that spans a restart (the job id changed, the parallelism changed, or a counter went
 down) is marked warm-up: kept for the record, never used for a decision.
@@ -183,6 +192,24 @@ def restart_between(previous: Snapshot, current: Snapshot) -> str | None:
     return None
 
 
+# How a source's arrival rate was known (the metrics column ``source_rate_basis``), best first.
+BASIS_LAG, BASIS_UNBLOCKED, BASIS_EMITTED, BASIS_ORACLE = "emitted+lag", "emitted-unblocked", "emitted", "gauge (oracle)"
+
+
+def arrival_rate(
+    c: SubtaskCounters, o: SubtaskCounters | None, d_out: float, d_bp_ms: float, window_s: float
+) -> tuple[float, str]:
+    """One source subtask's arrival rate over a window and how it was known (see the module's doc)."""
+    if c.target_rate is not None:
+        return c.target_rate, BASIS_ORACLE
+    if o is not None and c.pending_records is not None and o.pending_records is not None:
+        return max(0.0, (d_out + c.pending_records - o.pending_records) / window_s), BASIS_LAG
+    unblocked_s = window_s - d_bp_ms / 1000.0
+    if unblocked_s > 0.05 * window_s:
+        return d_out / unblocked_s, BASIS_UNBLOCKED
+    return d_out / window_s, BASIS_EMITTED
+
+
 def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) -> pa.Table:
     """Metrics rows (one per operator instance) for the window between two snapshots."""
     wall_s = (current.taken_at - previous.taken_at).total_seconds()
@@ -206,15 +233,10 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
         sampled_s = (_accounted_ms(c) - _accounted_ms(o)) / 1000.0 if o else 0.0
         window_s = sampled_s if sampled_s > 0 else wall_s
         is_source = v.id in sources
+        basis = None
         if is_source:
-            unblocked_s = window_s - d_bp / 1000.0
             true_in = 0.0
-            if c.target_rate is not None:
-                true_out = c.target_rate
-            elif unblocked_s > 0.05 * window_s:
-                true_out = d_out / unblocked_s
-            else:
-                true_out = d_out / window_s
+            true_out, basis = arrival_rate(c, o, d_out, d_bp, window_s)
         else:
             # Flink adds an idle period to the idle time only when it ends and reports busy time as
             # the rest: for a mostly idle task it can stand still or step back over a window. Such
@@ -245,6 +267,7 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
             "warmup": warmup,
             "pending_records": c.pending_records if is_source else None,
             "source_format": "flink-rest",
+            "source_rate_basis": basis,
         }
         for key, value in row.items():
             rows[key].append(value)

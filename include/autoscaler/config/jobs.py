@@ -50,7 +50,6 @@ class Stability:
     activation_epochs: int = opt.ACTIVATION_EPOCHS.default
     ignore_scale_down_by: int = opt.IGNORE_SCALE_DOWN_BY.default
     cooldown: timedelta = opt.COOLDOWN.default
-    max_scale_down_step: int | None = opt.MAX_SCALE_DOWN_STEP.default
 
     @property
     def cooldown_s(self) -> float:
@@ -155,6 +154,8 @@ _POLICY = (
     opt.UTILIZATION_BOUNDARY,
     opt.SCALE_DOWN_INTERVAL,
     opt.MAX_SCALE_DOWN_FACTOR,
+    opt.MAX_SCALE_UP_FACTOR,
+    opt.BACKLOG_THRESHOLD,
     opt.CATCH_UP_DURATION,
     opt.RESTART_TIME,
     opt.BACKPRESSURE_THRESHOLD,
@@ -162,7 +163,12 @@ _POLICY = (
     opt.RULES_STEP,
     opt.LOW_UTILIZATION,
 )
-_STABILITY = (opt.WARMUP_EPOCHS, opt.ACTIVATION_EPOCHS, opt.IGNORE_SCALE_DOWN_BY, opt.COOLDOWN, opt.MAX_SCALE_DOWN_STEP)
+_STABILITY = (opt.WARMUP_EPOCHS, opt.ACTIVATION_EPOCHS, opt.IGNORE_SCALE_DOWN_BY, opt.COOLDOWN)
+# Options that were removed, and what replaces them (a config still setting one gets this, not "unknown field").
+_REPLACED = {
+    "max_scale_down_step": "removed: scale-down limits have one option, max_scale_down_factor (a fraction of the "
+    "instances, applied by every policy kind)",
+}
 
 
 def _path(value: str) -> Path:
@@ -176,6 +182,9 @@ def _savepoint_dir(value: str) -> str:
 
 
 def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
+    for key, why in _REPLACED.items():
+        if key in f.data:
+            raise f.error(key, why)
     # Durations travel as seconds in the policy's options (JSON, see PolicyOptions).
     values = {o.name: f.option(o) for o in _POLICY} | {"interval": interval}
     values = {k: v.total_seconds() if isinstance(v, timedelta) else v for k, v in values.items()}

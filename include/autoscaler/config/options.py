@@ -80,7 +80,10 @@ SOURCE_RATE_METRIC = Option(
     "collect.source_rate_metric", "text", None, "Per-subtask gauge of the sources saying what rate they are asked to emit."
 )
 # -- policy -------------------------------------------------------------------------------------
-POLICY_KINDS = ("ds2", "utilization", "rules")  # the kinds autoscaler.policy.base registers
+# The one registry of policy kinds: each is the module autoscaler/policy/<kind>.py (see policy.base).
+POLICY_KINDS = ("ds2", "utilization", "rules")
+# A kind's own scale-down limit when policy.max_scale_down_factor is none (utilization: Flink's default).
+KIND_SCALE_DOWN_LIMITS = {"utilization": 0.4}
 KIND = Option(
     "policy.kind", "choice", "ds2", "Which policy proposes the parallelism (autoscaler/policy/<kind>.py).", choices=POLICY_KINDS
 )
@@ -120,8 +123,19 @@ SCALE_DOWN_INTERVAL = Option(
     "seen (Flink: job.autoscaler.scale-down.interval).", 0,
 )  # fmt: skip
 MAX_SCALE_DOWN_FACTOR = Option(
-    "policy.max_scale_down_factor", "number", 0.4,
-    "utilization: one scale-down removes at most this fraction of an operator's instances.", 0.0,
+    "policy.max_scale_down_factor", "number", None,
+    "One scale-down removes at most this fraction of an operator's instances (none: the kind's own, 0.4 for "
+    "utilization as Flink's job.autoscaler.scale-down.max-factor, no limit for ds2 and rules).", 0.0,
+)  # fmt: skip
+MAX_SCALE_UP_FACTOR = Option(
+    "policy.max_scale_up_factor", "number", None,
+    "One scale-up adds at most this multiple of an operator's instances (none: no limit, as Flink's default "
+    "job.autoscaler.scale-up.max-factor of 100000).", 0.0,
+)  # fmt: skip
+BACKLOG_THRESHOLD = Option(
+    "policy.backlog_threshold", "duration", timedelta(minutes=5),
+    "utilization: a source owing more than this much of its own input is processing a backlog: the band widens to "
+    "[0, 1] (Flink: job.autoscaler.backlog-processing.lag-threshold).", 0,
 )  # fmt: skip
 CATCH_UP_DURATION = Option(
     "policy.catch_up_duration", "duration", timedelta(minutes=30),
@@ -160,13 +174,6 @@ IGNORE_SCALE_DOWN_BY = Option(
     0,
 )
 COOLDOWN = Option("policy.cooldown", "duration", timedelta(0), "Minimum time from the end of a rescale to the next one.")
-MAX_SCALE_DOWN_STEP = Option(
-    "policy.max_scale_down_step",
-    "integer",
-    None,
-    "A scale-down removes at most this many instances per rescale (none: no limit).",
-    1,
-)
 # -- approve ------------------------------------------------------------------------------------
 APPROVAL_REQUIRED = Option("approval.required", "boolean", False, "A person approves each rescale in the Airflow UI first.")
 APPROVERS = Option("approval.approvers", "strings", (), "Airflow user names allowed to answer; empty: any user with access.")
@@ -209,7 +216,9 @@ class PolicyOptions:
     target_utilization: float = TARGET_UTILIZATION.default
     utilization_boundary: float = UTILIZATION_BOUNDARY.default
     scale_down_interval: float = SCALE_DOWN_INTERVAL.default.total_seconds()
-    max_scale_down_factor: float = MAX_SCALE_DOWN_FACTOR.default
+    max_scale_down_factor: float | None = MAX_SCALE_DOWN_FACTOR.default
+    max_scale_up_factor: float | None = MAX_SCALE_UP_FACTOR.default
+    backlog_threshold: float = BACKLOG_THRESHOLD.default.total_seconds()
     catch_up_duration: float = CATCH_UP_DURATION.default.total_seconds()
     restart_time: float = RESTART_TIME.default.total_seconds()
     backpressure_threshold: float = BACKPRESSURE_THRESHOLD.default
@@ -240,9 +249,14 @@ class PolicyOptions:
             raise InputError("--target-utilization", f"must be in (0, 1], got {self.target_utilization!r}")
         for name in ("utilization_boundary", "max_scale_down_factor", "backpressure_threshold", "low_utilization"):
             value = getattr(self, name)
+            if value is None and name == "max_scale_down_factor":
+                continue
             if not (isinstance(value, (int, float)) and 0 <= value <= 1):
                 raise InputError(f"--{name.replace('_', '-')}", f"must be a fraction in [0, 1], got {value!r}")
-        for name in ("scale_down_interval", "catch_up_duration", "restart_time"):
+        up = self.max_scale_up_factor
+        if up is not None and not (isinstance(up, (int, float)) and math.isfinite(up) and up >= 0):
+            raise InputError("--max-scale-up-factor", f"must be a number >= 0, got {up!r}")
+        for name in ("scale_down_interval", "catch_up_duration", "restart_time", "backlog_threshold"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InputError(f"--{name.replace('_', '-')}", f"must be seconds >= 0, got {value!r}")
@@ -281,6 +295,12 @@ class PolicyOptions:
         """(name, default, meaning) for every policy option, from the declarations above."""
         by_name = {o.name: o for o in OPTIONS if o.key.startswith("policy.")}
         return [(name, by_name[name].default, by_name[name].meaning) for name in cls.__dataclass_fields__ if name in by_name]
+
+    def scale_down_limit(self) -> float | None:
+        """The fraction of instances one scale-down may remove: the option, else the kind's own (None: no limit)."""
+        if self.max_scale_down_factor is not None:
+            return self.max_scale_down_factor
+        return KIND_SCALE_DOWN_LIMITS.get(self.kind)
 
     def bounds(self, op: str, key_groups: int | None) -> tuple[int, int]:
         """(lowest, highest) parallelism allowed for operator ``op`` (an id, after :meth:`resolved`)."""

@@ -7,8 +7,9 @@ the job on noise. A proposal becomes a rescale only when it passes, in this orde
 2. warm-up: the first ``warmup_epochs`` epochs after a rescale carry the restart's transient;
 3. activation: at least ``activation_epochs`` decided epochs since the last rescale;
 4. cooldown: at least ``cooldown`` since the last rescale ended;
-5. per operator: bounds (min/max parallelism), hysteresis (a scale-down by ``ignore_scale_down_by``
-   instances or fewer is ignored, as the reference ignores one of exactly 1), the maximum scale-down step;
+5. per operator: hysteresis (a scale-down by ``ignore_scale_down_by`` instances or fewer is ignored,
+   as the reference ignores one of exactly 1); bounds, alignment and the scale-down limit are the
+   policy's, applied once for every kind (:func:`autoscaler.policy.base.bounded`);
 6. capacity: the new job must fit the cluster's task slots (free slots plus the slots the job
    itself holds, which a restart releases); a proposal that does not fit is reduced, or blocked
    when nothing would change.
@@ -114,10 +115,6 @@ def _rate(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return "∞" if math.isinf(value) else f"{value:,.0f}"
-
-
-def _bound(bounds: Mapping[str, int], op: OperatorPlan) -> int | None:
-    return bounds.get(op.operator_name, bounds.get(op.operator_id))
 
 
 _REQUIRED = ("operator_id", "operator_name", "is_source", "current_parallelism", "target_parallelism", "status")
@@ -247,28 +244,22 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
 
 
 def _operator_rules(job: JobConfig, op: OperatorPlan) -> None:
-    """Bounds, hysteresis and the scale-down step for one operator (sources never change)."""
+    """Hysteresis for one operator (sources never change).
+
+    Bounds, alignment and the scale-down limit are the policy's (:func:`autoscaler.policy.base.bounded`):
+    the proposal arrives within them.
+    """
     if op.is_source:
         op.final = op.current
         return
-    st, options = job.stability, job.policy
+    st = job.stability
     final = op.proposed
-    low, high = _bound(options.min_parallelism, op), _bound(options.max_parallelism, op)
-    if low is not None and final < low:
-        op.notes.append(f"raised to the minimum {low}")
-        final = low
-    if high is not None and final > high:
-        op.notes.append(f"capped at the maximum {high}")
-        final = high
     if final < op.current:
         drop = op.current - final
         if drop <= st.ignore_scale_down_by:
             why = f"hysteresis: ignore_scale_down_by={st.ignore_scale_down_by}"
             op.notes.append(f"scale-down by {drop} ignored ({why})")
             final = op.current
-        elif st.max_scale_down_step is not None and drop > st.max_scale_down_step:
-            op.notes.append(f"scale-down limited to {st.max_scale_down_step} instances per step (the policy wants {final})")
-            final = op.current - st.max_scale_down_step
     op.final = final
 
 

@@ -33,7 +33,7 @@ def load_change_table(result: dict[str, Any]) -> str:
 def report_md(result: dict[str, Any], epochs_table: str, conditions: str) -> str:
     t = result["totals"]
     return "\n\n".join([
-        f"# Lab run: {result['scenario']} under {result['policy']}",
+        f"# Lab run: {result['scenario']} under {result['policy']}, {result.get('inputs', 'oracle')} inputs",
         conditions,
         load_change_table(result),
         f"Totals: {t['rescales']} rescales, {t['oscillations']} oscillations, "
@@ -47,16 +47,18 @@ def report_md(result: dict[str, Any], epochs_table: str, conditions: str) -> str
 
 
 def compare_table(results: Sequence[dict[str, Any]]) -> str:
-    """Scenario x policy, the figures of result.json side by side (time to sustain per load change)."""
-    lines = ["| scenario | policy | rescales | oscillations | time to sustain per change (s) | over / under at end "
+    """Scenario x policy x inputs, the figures of result.json side by side (time to sustain per load change).
+
+    A result without ``inputs`` predates the field: every such run was fed the oracle gauge."""
+    lines = ["| scenario | policy | inputs | rescales | oscillations | time to sustain per change (s) | over / under at end "
              "| under-provisioned (s) | backlog peak | drain (s) | downtime (s) | instance-s (truth) | epochs sustained |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in sorted(results, key=lambda r: (r["scenario"], r["policy"])):
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in sorted(results, key=lambda r: (r["scenario"], r["policy"], r.get("inputs", "oracle"))):
         t, last = r["totals"], r["load_changes"][-1]
         drains = [e["backlog_drain_s"] for e in r["load_changes"] if e["backlog_peak_records"]]
         drain = "–" if not drains else ("never" if any(d is None for d in drains) else f"{max(drains):.0f}")
         lines.append("| " + " | ".join([
-            r["scenario"], r["policy"], str(t["rescales"]), str(t["oscillations"]),
+            r["scenario"], r["policy"], r.get("inputs", "oracle"), str(t["rescales"]), str(t["oscillations"]),
             " / ".join(_s(e["time_to_sustain_s"]) for e in r["load_changes"]),
             f"+{t['over_instances_end']} / -{t['under_instances_end']}"
             + (" (unsustainable)" if None in last["under_instances"].values() else ""),

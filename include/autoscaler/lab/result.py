@@ -65,8 +65,10 @@ def _running(rows: Sequence[EpochRow], initial: dict[str, int]) -> list[dict[str
     return out
 
 
-def lab_result(rows: Sequence[EpochRow], scenario: Scenario, truth: GroundTruth, start: datetime, policy: str) -> dict[str, Any]:
-    """``result.json``: one entry per load change, and the totals."""
+def lab_result(
+    rows: Sequence[EpochRow], scenario: Scenario, truth: GroundTruth, start: datetime, policy: str, inputs: str = "honest"
+) -> dict[str, Any]:
+    """``result.json``: one entry per load change, and the totals; ``inputs``: honest or oracle (what the policy saw)."""
     interval = scenario.interval_s
     initial = {op: scenario.initial_parallelism.get(op, 1) for op in SCALED}
     running = _running(rows, initial)
@@ -159,8 +161,9 @@ def lab_result(rows: Sequence[EpochRow], scenario: Scenario, truth: GroundTruth,
         "epochs_without_decision": sum(1 for r in rows if r.verdict in ("lost", "quarantined")),
         "sustained_epochs": sum(1 for e in per_epoch if e["sustained"]),
     }
-    return {"scenario": scenario.name, "policy": policy, "interval_s": interval, "duration_s": scenario.duration_s,
-            "schedule_start": start.isoformat(), "load_changes": entries, "totals": totals}  # fmt: skip
+    return {"scenario": scenario.name, "policy": policy, "inputs": inputs, "interval_s": interval,
+            "duration_s": scenario.duration_s, "schedule_start": start.isoformat(), "load_changes": entries,
+            "totals": totals}  # fmt: skip
 
 
 def _drain(rows: Sequence[EpochRow], per_epoch: list[dict[str, Any]], peak_i: int) -> float | None:

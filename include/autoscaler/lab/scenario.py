@@ -15,8 +15,11 @@ schedule:                     # source rate (records/s) from each offset on
 noise: 0.0                    # relative random variation of the rate, e.g. 0.1 for +-10 %
 ```
 
-Besides steps, a schedule entry may ramp (``ramp_to: 30000, over: 120s``: linear from ``rate``)
-or swing (``sine: {amplitude: 8000, period: 300s}`` around ``rate``). The test job takes a step
+Besides steps, a schedule entry may ramp (``ramp_to: 30000, over: 120s``: linear from ``rate``),
+swing (``sine: {amplitude: 8000, period: 300s, phase: 75s}`` around ``rate``; a phase of a
+quarter period makes it a cosine) or walk at random (``walk: {step: 3000, every: 30s, min: 6000,
+max: 30000, seed: 3}``: every ``every`` the rate moves by up to ``step`` either way, within
+[min, max], the same walk for the same seed). The test job takes a step
 schedule, so ramps, sines and noise are sampled every ``resolution`` (default 5 s; noise is
 drawn per sample from ``seed``, so a scenario is the same load every time). Other keys:
 ``seed``, ``resolution``, ``keys``, ``max_parallelism`` (per operator, default 8: the policies'
@@ -30,6 +33,7 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +70,11 @@ class LoadChange:
     over_s: float | None = None
     amplitude: float = 0.0
     period_s: float | None = None
+    phase_s: float = 0.0
+    walk_step: float = 0.0
+    walk_every_s: float | None = None
+    walk_range: tuple[float, float] = (0.0, math.inf)
+    walk_seed: int = 1
 
     def rate_at(self, t: float) -> float:
         """The noise-free rate at ``t`` seconds since the schedule's start (``t >= at_s``)."""
@@ -73,12 +82,18 @@ class LoadChange:
         if self.ramp_to is not None and self.over_s:
             return self.rate + (self.ramp_to - self.rate) * min(max(dt / self.over_s, 0.0), 1.0)
         if self.period_s:
-            return self.rate + self.amplitude * math.sin(2 * math.pi * dt / self.period_s)
+            return self.rate + self.amplitude * math.sin(2 * math.pi * (dt + self.phase_s) / self.period_s)
+        if self.walk_every_s:
+            rng, rate = random.Random(self.walk_seed), self.rate
+            low, high = self.walk_range
+            for _ in range(int(dt // self.walk_every_s)):
+                rate = min(max(rate + rng.uniform(-self.walk_step, self.walk_step), low), high)
+            return rate
         return self.rate
 
     @property
     def varies(self) -> bool:
-        return self.ramp_to is not None or bool(self.period_s)
+        return self.ramp_to is not None or bool(self.period_s) or bool(self.walk_every_s)
 
 
 @dataclass(frozen=True)
@@ -174,16 +189,27 @@ def _change(entry: Any, index: int, where: str) -> LoadChange:
     sine = Fields(f.get("sine"), where, f"schedule[{index}].sine.")
     amplitude = sine.number("amplitude", 0.0, 0.0)
     period = sine.duration("period", None, 1.0)
+    phase = sine.duration("phase", timedelta(0))
     sine.done()
+    walk = Fields(f.get("walk"), where, f"schedule[{index}].walk.")
+    step = walk.number("step", 0.0, 0.0)
+    every = walk.duration("every", None, 1.0)
+    low, high = walk.number("min", 0.0, 0.0), walk.number("max", None, 0.0)
+    high = math.inf if high is None else high
+    seed = walk.integer("seed", 1, 0)
+    walk.done()
     f.done()
     if (ramp_to is None) != (over is None):
         raise f.error("ramp_to", "a ramp needs both ramp_to and over")
-    if ramp_to is not None and period is not None:
-        raise f.error("sine", "an entry ramps or swings, not both")
+    if sum(x is not None for x in (ramp_to, period, every)) > 1:
+        raise f.error("sine", "an entry ramps, swings or walks: one of them")
+    if every is not None and not low <= rate <= high:
+        raise f.error("walk", f"the rate {rate:g} lies outside the walk's [{low:g}, {high:g}]")
     if amplitude > rate:
         raise f.error("sine", f"amplitude {amplitude:g} exceeds the rate {rate:g}: the rate would go negative")
     return LoadChange(at.total_seconds(), rate, ramp_to, over.total_seconds() if over else None, amplitude,
-                      period.total_seconds() if period else None)  # fmt: skip
+                      period.total_seconds() if period else None, phase.total_seconds(), step,
+                      every.total_seconds() if every else None, (low, high), seed)  # fmt: skip
 
 
 def parse_scenario(data: Any, where: str) -> Scenario:

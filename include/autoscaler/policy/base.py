@@ -6,19 +6,28 @@ in topological order, each with its reason. It keeps no state and does no I/O. A
 needs the past (N back-pressured epochs in a row, a deferred scale-down) receives the job's
 previous epochs as an argument (:class:`EpochWindows`, oldest first), as many as
 :func:`history_epochs` says it looks back; stability rules and acting still belong to the
-decide and rescale stages. A new kind is a module with such a function, registered in
-:data:`POLICIES` under the name a job's config selects.
+decide and rescale stages.
+
+A kind is a module ``autoscaler/policy/<kind>.py`` with two functions, ``evaluate_epoch`` (a
+:class:`Policy`) and ``history_epochs(options) -> int``, and its name in
+:data:`autoscaler.config.options.POLICY_KINDS`: that tuple is the one registry of kinds (the
+jobs config, the Spark job, the lab and this module all read it). Every kind runs unchanged on
+Python and on Spark (:mod:`autoscaler.policy.spark.by_kind`). What every kind shares lives
+here: the completeness check, the sources' arrival rate and its words, and the bounds, key-group
+alignment and scale-down limit a proposal passes (:func:`bounded`), each written once.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.options import POLICY_KINDS, PolicyOptions
 from autoscaler.errors import InputError
+from autoscaler.policy.rounding import align
 from autoscaler.topology import Topology
 
 
@@ -38,6 +47,10 @@ class OperatorWindow:
     busy_ratio_max: float = 0.0  # busiest instance's busy time / its window (the Flink autoscaler's MAX)
     backpressure_ratio_max: float = 0.0  # most back-pressured instance's back-pressured time / its window
     pending_records: float | None = None  # sources: records owed at the window's end (FLIP-33), if reported
+    # Sources: how their arrival rate (true_output_rate) was known (the metrics' source_rate_basis,
+    # distinct values joined by "/"); None for DS2 files, whose true output rate is the file's.
+    rate_basis: str | None = None
+    duplicated_instances: int = 0  # rows beyond one per instance (bad input: the epoch is incomplete)
 
 
 @dataclass(frozen=True)
@@ -87,15 +100,19 @@ class Policy(Protocol):
 def unusable_epoch(topology: Topology, windows: Mapping[str, OperatorWindow]) -> list[Decision] | None:
     """ "No change" decisions when an epoch lacks instances or spans a restart; None when it is usable.
 
-    Every kind starts with this check: a decision needs every instance of every operator, and a
-    window that overlaps a restart measures the restart, not the job.
+    Every kind starts with this check: a decision needs every instance of every operator once,
+    and a window that overlaps a restart measures the restart, not the job.
     """
-    missing = [
-        f"{topology.operators[op].name} has {windows[op].instances_observed if op in windows else 0}"
-        f" of {windows[op].parallelism if op in windows else topology.operators[op].parallelism} instances"
-        for op in topology.order
-        if op not in windows or windows[op].instances_observed != windows[op].parallelism
-    ]
+    missing = []
+    for op in topology.order:
+        w = windows.get(op)
+        name = topology.operators[op].name
+        if w is None:
+            missing.append(f"{name} has 0 of {topology.operators[op].parallelism} instances")
+        elif w.duplicated_instances:
+            missing.append(f"{name} has duplicated instances")
+        elif w.instances_observed != w.parallelism:
+            missing.append(f"{name} has {w.instances_observed} of {w.parallelism} instances")
     warm = [topology.operators[op].name for op in topology.order if op in windows and windows[op].warmup_instances]
     if not missing and not warm:
         return None
@@ -105,6 +122,74 @@ def unusable_epoch(topology: Topology, windows: Mapping[str, OperatorWindow]) ->
     else:
         reason = "warm-up window (the job restarted), no change: " + ", ".join(warm)
     return [keep(topology, windows, op, reason, status) for op in topology.order]
+
+
+# What each basis of a source's arrival rate means, in a decision's words (see collect.snapshot).
+_BASIS_WORDS = {
+    "emitted+lag": "records emitted + backlog growth",
+    "emitted-unblocked": "no pendingRecords reported: only what it emitted while unblocked is known, "
+    "the arrival rate beyond it is not",
+    "emitted": "no pendingRecords reported and blocked most of the window: only what it emitted is known, "
+    "the arrival rate beyond it is not",
+    "gauge (oracle)": "ORACLE: the test job's own rate gauge, which no production source has",
+}
+
+
+def source_arrival(window: OperatorWindow, override_per_instance: float | None) -> tuple[float, str]:
+    """A source's arrival rate and how it is known: an override times its instances, or the measured one.
+
+    An override of -1 means "use the observed output" (the DS2 reference's convention).
+    """
+    if override_per_instance is None:
+        basis = window.rate_basis
+        words = "; ".join(_BASIS_WORDS.get(b, b) for b in basis.split("/")) if basis else "the input's true output rate"
+        return window.true_output_rate, words
+    if override_per_instance == -1:
+        return window.observed_output_rate, "override -1: the observed output"
+    return override_per_instance * window.parallelism, f"override {override_per_instance:g} r/s per instance"
+
+
+def source_decision(topology: Topology, windows: Mapping[str, OperatorWindow], op: str, rate: float, basis: str) -> Decision:
+    """The decision of a source: kept at its parallelism, with its arrival rate and how it is known."""
+    reason = f"source: never rescaled; arrival {rate:.1f} r/s ({basis})"
+    return replace(keep(topology, windows, op, reason), true_output_rate=rate, target_output_rate=rate)
+
+
+def bounded(op: str, proposal: int, window: OperatorWindow, options: PolicyOptions) -> tuple[int, str]:
+    """``proposal`` limited, bounded and aligned, and the words that say what changed it.
+
+    The one place every kind applies these, in the Flink autoscaler's order: the scale-down and
+    scale-up limits (:meth:`PolicyOptions.scale_down_limit`, ``max_scale_up_factor``), the lower
+    bound (``min_parallelism``, else 1), the upper bound (``max_parallelism``,
+    ``job_max_parallelism``, the operator's key groups), then, with ``align_to_key_groups``, the
+    alignment to the key groups (:func:`autoscaler.policy.rounding.align`).
+    """
+    current = window.parallelism
+    target, why = proposal, ""
+    down = options.scale_down_limit()
+    if down is not None and target < current:
+        floor = math.ceil(current * (1 - down) - 1e-9)
+        if target < floor:
+            target, why = floor, f"; scale-down limited to -{down:.0%}: {floor}"
+    up = options.max_scale_up_factor
+    if up is not None and target > current:
+        ceiling = math.ceil(current * (1 + up) - 1e-9)
+        if target > ceiling:
+            target, why = ceiling, f"; scale-up limited to +{up:.0%}: {ceiling}"
+    low, high = options.bounds(op, window.max_parallelism)
+    limited = target
+    target = min(max(target, low), high)
+    if target > limited:
+        why += f"; raised to min {low}"
+    elif target < limited:
+        why += f"; capped at max {high}"
+    key_groups = window.max_parallelism or options.job_max_parallelism
+    if options.align_to_key_groups and key_groups:
+        aligned = align(target, current, key_groups, low, high)
+        if aligned != target:
+            why += f"; aligned to {aligned} ({key_groups} key groups)"
+        target = aligned
+    return target, why
 
 
 def keep(topology: Topology, windows: Mapping[str, OperatorWindow], op: str, reason: str, status: str = "ok") -> Decision:
@@ -129,37 +214,15 @@ def verdict(current: int, target: int) -> str:
 
 def history_epochs(options: PolicyOptions) -> int:
     """How many earlier epochs a run of ``options.kind`` reads as its history."""
-    if options.kind == "rules":
-        return max(options.rules_epochs - 1, 0)
-    if options.kind == "utilization":
-        return math.ceil(options.scale_down_interval / options.interval - 1e-9)
-    return 0
-
-
-def _ds2() -> Policy:
-    from autoscaler.policy.ds2 import evaluate_epoch
-
-    return evaluate_epoch
-
-
-def _utilization() -> Policy:
-    from autoscaler.policy.utilization import evaluate_epoch
-
-    return evaluate_epoch
-
-
-def _rules() -> Policy:
-    from autoscaler.policy.rules import evaluate_epoch
-
-    return evaluate_epoch
-
-
-# kind -> a loader of its function (imported on first use).
-POLICIES: dict[str, Callable[[], Policy]] = {"ds2": _ds2, "utilization": _utilization, "rules": _rules}
+    return _module(options.kind).history_epochs(options)
 
 
 def policy_for(kind: str) -> Policy:
-    """The policy function registered as ``kind``."""
-    if kind not in POLICIES:
-        raise InputError("policy kind", f"{kind!r} is not one of {', '.join(sorted(POLICIES))}")
-    return POLICIES[kind]()
+    """The policy function of ``kind`` (one of :data:`POLICY_KINDS`)."""
+    return _module(kind).evaluate_epoch
+
+
+def _module(kind: str):  # noqa: ANN202 - a kind's module (evaluate_epoch, history_epochs)
+    if kind not in POLICY_KINDS:
+        raise InputError("policy kind", f"{kind!r} is not one of {', '.join(POLICY_KINDS)}")
+    return importlib.import_module(f"autoscaler.policy.{kind}")

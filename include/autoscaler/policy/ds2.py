@@ -1,33 +1,37 @@
-"""The DS2 policy (kind ``ds2``) for one epoch, in plain Python; the Spark plan is checked against it.
+"""The DS2 policy (kind ``ds2``) for one epoch: the one implementation, run as is on Python and on Spark.
 
 Per window, in topological order: sources emit their aggregated true output rate (or an
 override); a non-source operator's target input is the sum of its upstreams' outputs at
 their optimal parallelism; its optimal parallelism is target input / (aggregated true
 processing rate / current parallelism); its output at that parallelism is
-true output / true processing * target input (from the unrounded estimate).
+true output / true processing * target input (from the unrounded estimate). The proposal then
+passes the bounds, alignment and limits every kind shares (:func:`autoscaler.policy.base.bounded`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.base import Decision, EpochWindows, OperatorWindow, unusable_epoch, verdict
-from autoscaler.policy.rounding import SATURATED, align_up, round_up, threshold_adjust
+from autoscaler.policy.base import (
+    Decision,
+    EpochWindows,
+    OperatorWindow,
+    bounded,
+    source_arrival,
+    source_decision,
+    unusable_epoch,
+    verdict,
+)
+from autoscaler.policy.rounding import round_up, threshold_adjust
 from autoscaler.topology import Topology
 
 
-def source_output(window: OperatorWindow, override_per_instance: float | None) -> float:
-    """A source's output rate: the override times its instances, or its true output rate.
-
-    An override of -1 means "use the observed output" (the reference's convention).
-    """
-    if override_per_instance is None:
-        return window.true_output_rate
-    if override_per_instance == -1:
-        return window.observed_output_rate
-    return override_per_instance * window.parallelism
+def history_epochs(options: PolicyOptions) -> int:
+    """DS2 decides from one epoch's rates alone."""
+    return 0
 
 
 def evaluate_epoch(
@@ -48,12 +52,13 @@ def evaluate_epoch(
         return unusable
 
     output: dict[str, float] = {}
+    basis: dict[str, str] = {}
     estimate: dict[str, tuple[float, float, float, int]] = {}  # op -> (input, capacity, optimal, raw)
     ratios = []
     for op in topology.order:
         w = windows[op]
         if topology.operators[op].is_source:
-            output[op] = source_output(w, source_rates.get(op))
+            output[op], basis[op] = source_arrival(w, source_rates.get(op))
             if w.observed_output_rate > 0:
                 ratios.append(output[op] / w.observed_output_rate)
             continue
@@ -76,25 +81,7 @@ def evaluate_epoch(
         w = windows[op]
         meta = topology.operators[op]
         if meta.is_source:
-            decisions.append(
-                Decision(
-                    op,
-                    meta.name,
-                    True,
-                    "ok",
-                    w.parallelism,
-                    w.instances_observed,
-                    w.true_processing_rate,
-                    output[op],
-                    None,
-                    None,
-                    output[op],
-                    None,
-                    w.parallelism,
-                    ratio,
-                    f"source: never rescaled; emits {output[op]:.1f} r/s",
-                )
-            )
+            decisions.append(replace(source_decision(topology, windows, op, output[op], basis[op]), source_rate_ratio=ratio))
             continue
         target_input, capacity, optimal, raw = estimate[op]
         if math.isnan(optimal):
@@ -108,21 +95,9 @@ def evaluate_epoch(
         if apply_threshold:
             proposal = threshold_adjust(raw, ratio)
             why += f"; no scale-up and source ratio {ratio:.4f} > threshold {options.threshold:g}: x{ratio:.4f} = {proposal}"
-        low = options.min_parallelism.get(op, 1)
-        key_groups = w.max_parallelism or options.job_max_parallelism
-        caps = [c for c in (options.max_parallelism.get(op), options.job_max_parallelism, w.max_parallelism) if c]
-        high = min(caps) if caps else SATURATED
-        bounded = min(max(proposal, low), high)
-        if bounded > proposal:
-            why += f"; raised to min {low}"
-        elif bounded < proposal:
-            why += f"; capped at max {high}"
-        if options.align_to_key_groups and key_groups:
-            aligned = align_up(bounded, key_groups, high)
-            if aligned != bounded:
-                why += f"; aligned to {aligned} (divides {key_groups} key groups)"
-            bounded = aligned
-        why += verdict(w.parallelism, bounded)
+        target, limits = bounded(op, proposal, w, options)
+        why += limits
+        why += verdict(w.parallelism, target)
         decisions.append(
             Decision(
                 op,
@@ -137,7 +112,7 @@ def evaluate_epoch(
                 target_input,
                 output[op],
                 optimal,
-                bounded,
+                target,
                 ratio,
                 why,
             )

@@ -1,8 +1,4 @@
-"""Rounding, bounds and alignment rules of a DS2 proposal.
-
-The Spark job applies the same rules as column expressions
-(:mod:`autoscaler.policy.spark.plan`); the tests check that both agree.
-"""
+"""Rounding and key-group alignment of a proposal (every kind's, through :func:`autoscaler.policy.base.bounded`)."""
 
 from __future__ import annotations
 
@@ -28,12 +24,32 @@ def threshold_adjust(decision: int, ratio: float) -> int:
     return SATURATED if scaled >= SATURATED else math.ceil(scaled)
 
 
-def align_up(parallelism: int, key_groups: int, upper: int) -> int:
-    """Smallest divisor of ``key_groups`` in [parallelism, upper]; unchanged when there is none."""
-    for candidate in range(parallelism, min(upper, key_groups) + 1):
+def align(proposal: int, current: int, key_groups: int, low: int, high: int) -> int:
+    """``proposal`` aligned so that ``key_groups`` spread evenly, as the Flink autoscaler aligns it.
+
+    First the smallest divisor of ``key_groups`` from ``proposal`` up (for a scale-down, up to
+    ``current`` at most: reaching it blocks the scale-down); failing that, the smallest parallelism
+    below ``proposal`` that gives no subtask more key groups than ``proposal`` does, never below
+    ``low`` and never turning a scale-up into a scale-down or the reverse (then ``current``).
+    """
+    if proposal == current:
+        return proposal
+    scale_up = proposal > current
+    top = min(key_groups, high) if scale_up else min(current, key_groups, high)
+    for candidate in range(proposal, top + 1):
         if key_groups % candidate == 0:
             return candidate
-    return parallelism
+    p = proposal
+    while p > 0:
+        if key_groups // p > key_groups // proposal:
+            if key_groups % p != 0:
+                p += 1
+            break
+        p -= 1
+    p = max(p, low)
+    if (scale_up and p <= current) or (not scale_up and p >= current):
+        return current
+    return p
 
 
 def key_group_divisors(max_parallelism: int) -> list[int]:

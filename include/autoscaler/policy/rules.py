@@ -21,8 +21,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.base import Decision, EpochWindows, OperatorWindow, keep, unusable_epoch, verdict
+from autoscaler.policy.base import (
+    Decision,
+    EpochWindows,
+    OperatorWindow,
+    bounded,
+    keep,
+    source_arrival,
+    source_decision,
+    unusable_epoch,
+    verdict,
+)
 from autoscaler.topology import Topology
+
+
+def history_epochs(options: PolicyOptions) -> int:
+    """The epochs before the decided one that complete a run of ``rules_epochs``."""
+    return max(options.rules_epochs - 1, 0)
 
 
 def _backpressured(topology: Topology, windows: Mapping[str, OperatorWindow], threshold: float) -> list[str]:
@@ -72,11 +87,10 @@ def evaluate_epoch(
         culprit = bottleneck(topology, windows, threshold)
         if pressed_epochs >= n and culprit is not None:
             w = windows[culprit]
-            _, high = options.bounds(culprit, w.max_parallelism)
-            target = min(w.parallelism + options.rules_step, high)
+            target, limits = bounded(culprit, w.parallelism + options.rules_step, w, options)
             why = (f"back-pressured {n} epochs in a row ({names}); bottleneck {topology.operators[culprit].name} "
                    f"(busiest instance {w.busy_ratio_max:.0%} busy): +{options.rules_step}")  # fmt: skip
-            changes[culprit] = (target, why + ("" if target > w.parallelism else f", capped at max {high}"))
+            changes[culprit] = (target, why + limits)
         reason = f"back-pressured ({names}) {pressed_epochs} of the {n} epochs in a row needed"
     else:
         quiet = pressed_epochs == 0 and len(run) >= n
@@ -90,17 +104,16 @@ def evaluate_epoch(
         if quiet and idle:
             op = min(idle, key=lambda o: windows[o].busy_ratio_max)
             w = windows[op]
-            low, _ = options.bounds(op, w.max_parallelism)
-            target = max(w.parallelism - options.rules_step, low)
+            target, limits = bounded(op, w.parallelism - options.rules_step, w, options)
             why = (f"no back-pressure and {topology.operators[op].name} below {options.low_utilization:.0%} busy "
                    f"for {n} epochs in a row (now {w.busy_ratio_max:.0%}): -{options.rules_step}")  # fmt: skip
-            changes[op] = (target, why)
+            changes[op] = (target, why + limits)
         reason = f"no back-pressure for {len(run)} epochs in a row" + ("" if idle else "; no operator under-used")
     decisions = []
     for op in topology.order:
         w = windows[op]
         if topology.operators[op].is_source:
-            decisions.append(keep(topology, windows, op, "source: never rescaled"))
+            decisions.append(source_decision(topology, windows, op, *source_arrival(w, (source_rates or {}).get(op))))
             continue
         target, why = changes.get(op, (w.parallelism, reason))
         why = f"{why}; busiest instance {w.busy_ratio_max:.0%} busy{verdict(w.parallelism, target)}"

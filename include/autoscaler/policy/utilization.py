@@ -1,18 +1,26 @@
 """The utilization policy (kind ``utilization``): the Flink Kubernetes Operator autoscaler's model.
 
-A baseline to measure DS2 against, with that autoscaler's defaults (``../shared/reference/peers.md``):
+A baseline to measure DS2 against, as faithful to that autoscaler as one epoch's windows allow
+(``JobVertexScaler``, ``ScalingMetricEvaluator``, ``AutoScalerUtils``; ``../shared/reference/peers.md``),
+with its defaults:
 
 - capacity: an operator's true processing rate is its observed input rate divided by the busy
   fraction of its *busiest* instance (Flink aggregates busy time with MAX, for skew);
-- demand: the sources' target rate flows through the graph at the observed selectivities; a
-  backlog adds ``pending records / catch-up duration`` and the input of a restart
-  (``rate * restart time / catch-up duration``);
-- sizing: ``ceil(demand / target utilization + catch-up) / capacity per instance``;
-- acting: only when an operator whose parallelism would change has an expected utilization
-  outside ``target +- boundary``; a
-  scale-down removes at most ``max_scale_down_factor`` of the instances, waits until it has been
-  recommended for ``scale_down_interval`` (then takes the largest recommendation seen), and never
-  happens while the backlog exceeds 5 minutes of input.
+- demand: each source's arrival rate flows through the graph at the observed selectivities, and
+  so does its backlog's catch-up rate, ``pending records / catch-up duration``;
+- target capacity: ``round(lag catch-up + input * restart time / catch-up duration + input /
+  target utilization)``; the new parallelism is ``ceil(target / capacity * parallelism)``, limited
+  to ``-max_scale_down_factor`` (0.4 for this kind) and ``+max_scale_up_factor``, bounded, and
+  (``align_to_key_groups``) aligned to the key groups as Flink aligns them, all in
+  :func:`autoscaler.policy.base.bounded`;
+- the band: an operator is outside it when its capacity is below what ``target + boundary``
+  needs or above what ``target - boundary`` needs, both *without* the restart term (Flink keeps
+  it out of the thresholds). While any source owes more than ``backlog_threshold`` of its own
+  input, the band widens to [0, 1]: no scale-up short of saturation, no scale-down trigger;
+- a scale-down waits until it has been recommended for ``scale_down_interval``, then takes the
+  largest recommendation seen in it; a scale-up or a "no change" clears it;
+- acting: only when an operator that changes *after* that deferral is outside the band (Flink's
+  check over the deferred targets).
 
 Sources are never rescaled here (the test job's source parallelism is fixed), as with DS2.
 """
@@ -24,73 +32,96 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.base import Decision, EpochWindows, OperatorWindow, history_epochs, keep, unusable_epoch, verdict
-from autoscaler.policy.ds2 import source_output
+from autoscaler.policy.base import (
+    Decision,
+    EpochWindows,
+    OperatorWindow,
+    bounded,
+    keep,
+    source_arrival,
+    source_decision,
+    unusable_epoch,
+    verdict,
+)
 from autoscaler.topology import Topology
 
-# No scale-down while the sources owe more than this many seconds of their input (Flink's guard).
-BACKLOG_GUARD_S = 300.0
+
+def history_epochs(options: PolicyOptions) -> int:
+    """The epochs of one scale-down interval before the decided one."""
+    return math.ceil(options.scale_down_interval / options.interval - 1e-9)
 
 
 @dataclass(frozen=True)
 class Sizing:
     """One operator's sizing in one epoch."""
 
-    steady_input: float  # records/s the operator must take at the target rate
-    catch_up_input: float  # records/s more while a backlog (and a restart's input) is caught up
+    input_rate: float  # records/s the operator must take at the sources' arrival rate
+    lag_rate: float  # records/s more while the sources' backlog is caught up
     capacity: float  # records/s at the current parallelism (nan: unknown)
-    required: float  # capacity it should have: steady / target utilization + catch-up
-    proposal: int  # parallelism for ``required``, bounded, before the band and the deferral
-    in_band: bool
+    target: float  # target capacity (rounded to a whole rate), with the restart term
+    proposal: int  # parallelism for ``target``: limited, bounded and aligned, before the deferral
+    outside: bool  # outside the utilization band
     why: str
+
+
+def target_capacity(input_rate: float, lag_rate: float, utilization: float, options: PolicyOptions, restart: bool) -> float:
+    """Flink's ``getTargetProcessingCapacity``: the rate an operator needs, rounded to a whole record/s."""
+    at_utilization = input_rate / utilization if utilization > 0 else math.inf
+    restart_rate = input_rate * options.restart_time / options.catch_up_duration if restart else 0.0
+    total = lag_rate + restart_rate + at_utilization
+    return float(round(total)) if math.isfinite(total) else math.inf
+
+
+def processing_backlog(topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions,
+                       source_rates: Mapping[str, float]) -> str | None:  # fmt: skip
+    """Which source owes more than ``backlog_threshold`` seconds of its own input, in words (None: none)."""
+    for op in topology.sources:
+        rate, _ = source_arrival(windows[op], source_rates.get(op))
+        pending = windows[op].pending_records or 0.0
+        if pending > 0 and (rate <= 0 or pending / rate > options.backlog_threshold):
+            owed = f"{pending / rate:,.0f} s" if rate > 0 else "an unbounded time"
+            return f"{topology.operators[op].name} owes {pending:,.0f} records ({owed} of its input)"
+    return None
 
 
 def _sizings(
     topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions, source_rates: Mapping[str, float]
-) -> tuple[dict[str, Sizing], float, float]:
-    """Per non-source operator its sizing; plus the sources' total target rate and backlog."""
-    steady: dict[str, float] = {}
-    catch_up: dict[str, float] = {}
-    total_rate = total_backlog = 0.0
+) -> tuple[dict[str, Sizing], str | None]:
+    """Per non-source operator its sizing, and the backlog that widens the band (None: none)."""
+    rates: dict[str, float] = {}
+    lags: dict[str, float] = {}
     out: dict[str, Sizing] = {}
+    backlog = processing_backlog(topology, windows, options, source_rates)
     u, b = options.target_utilization, options.utilization_boundary
+    upper_u, lower_u = (1.0, 0.0) if backlog else (u + b, u - b)
     for op in topology.order:
         w = windows[op]
         if topology.operators[op].is_source:
-            rate = source_output(w, source_rates.get(op))
-            backlog = w.pending_records or 0.0
-            total_rate += rate
-            total_backlog += backlog
-            steady[op] = rate
-            catch_up[op] = (backlog + rate * options.restart_time) / options.catch_up_duration
+            rates[op], _ = source_arrival(w, source_rates.get(op))
+            lags[op] = (w.pending_records or 0.0) / options.catch_up_duration
             continue
-        steady_in = sum(steady[up] for up in topology.upstream(op))
-        catch_in = sum(catch_up[up] for up in topology.upstream(op))
+        input_rate = sum(rates[up] for up in topology.upstream(op))
+        lag_rate = sum(lags[up] for up in topology.upstream(op))
         selectivity = w.true_output_rate / w.true_processing_rate if w.true_processing_rate > 0 else 0.0
-        steady[op], catch_up[op] = steady_in * selectivity, catch_in * selectivity
+        rates[op], lags[op] = input_rate * selectivity, lag_rate * selectivity
         capacity = w.observed_processing_rate / w.busy_ratio_max if w.busy_ratio_max > 0 else math.nan
-        required = steady_in / u + catch_in
-        low, high = options.bounds(op, w.max_parallelism)
+        target = target_capacity(input_rate, lag_rate, u, options, restart=True)
         if not capacity > 0:
-            proposal, in_band = w.parallelism, True
-            why = f"input {steady_in:.1f} r/s, no busy time observed: capacity unknown"
-        else:
-            per_instance = capacity / w.parallelism
-            raw = math.ceil(required / per_instance - 1e-9)
-            floor = math.ceil(w.parallelism * (1 - options.max_scale_down_factor))
-            proposal = min(max(raw, floor, low), high)
-            upper = steady_in / (u + b) + catch_in  # below this capacity: over target + boundary
-            lower = steady_in / (u - b) + catch_in if u > b else math.inf  # above: under target - boundary
-            in_band = upper <= capacity <= lower
-            why = (
-                f"capacity {capacity:.1f} r/s (busiest instance {w.busy_ratio_max:.0%} busy) for input {steady_in:.1f} r/s"
-                + (f" + catch-up {catch_in:.1f} r/s" if catch_in else "")
-                + f": utilization {steady_in / capacity:.0%}, needs {required:.1f} r/s at {u:g} = {raw}"
-            )
-            if proposal != raw:
-                why += f", bounded to {proposal}"
-        out[op] = Sizing(steady_in, catch_in, capacity, required, proposal, in_band, why)
-    return out, total_rate, total_backlog
+            why = f"input {input_rate:.1f} r/s, no busy time observed: capacity unknown"
+            out[op] = Sizing(input_rate, lag_rate, capacity, target, w.parallelism, False, why)
+            continue
+        raw = math.ceil(target / capacity * w.parallelism - 1e-9)
+        proposal, limits = bounded(op, raw, w, options)
+        scale_up_at = target_capacity(input_rate, lag_rate, upper_u, options, restart=False)
+        scale_down_at = target_capacity(input_rate, lag_rate, lower_u, options, restart=False)
+        outside = capacity < scale_up_at or capacity > scale_down_at
+        why = (
+            f"capacity {capacity:.1f} r/s (busiest instance {w.busy_ratio_max:.0%} busy) for input {input_rate:.1f} r/s"
+            + (f" + backlog catch-up {lag_rate:.1f} r/s" if lag_rate else "")
+            + f": utilization {input_rate / capacity:.0%}, target capacity {target:.0f} r/s at {u:g} = {raw}{limits}"
+        )
+        out[op] = Sizing(input_rate, lag_rate, capacity, target, proposal, outside, why)
+    return out, backlog
 
 
 def evaluate_epoch(
@@ -106,45 +137,52 @@ def evaluate_epoch(
     unusable = unusable_epoch(topology, windows)
     if unusable is not None:
         return unusable
-    sizings, total_rate, backlog = _sizings(topology, windows, options, source_rates)
-    # As Flink's allChangedVerticesWithinUtilizationTarget: act only if an operator whose
-    # parallelism would change is outside the band.
-    act = any(not s.in_band and s.proposal != windows[op].parallelism for op, s in sizings.items())
+    sizings, backlog = _sizings(topology, windows, options, source_rates)
     earlier = [_past_proposals(topology, e.windows, options, source_rates) for e in history]
-    # The earlier epochs of the last scale-down interval must all have recommended it too; one
-    # that is missing (quarantined, never collected) did not, so the run falls short.
     needed = history_epochs(options)
+    # Each operator's target after the scale-down deferral, with its words.
+    targets: dict[str, tuple[int, str, bool]] = {}  # op -> (target, why, outside)
+    for op, s in sizings.items():
+        current = windows[op].parallelism
+        target, why, outside = current, s.why, s.outside
+        if s.proposal > current:
+            target = s.proposal
+        elif s.proposal < current:
+            # The earlier epochs of the last scale-down interval must all have recommended a scale-down
+            # at this parallelism too; one that is missing (quarantined, never collected) did not.
+            seen = [p.get(op) for p in earlier if p.get(op, (0, 0, False))[0] == current]
+            downs = [(proposal, out) for parallelism, proposal, out in filter(None, seen) if proposal < parallelism]
+            if len(downs) >= needed:
+                target, outside = max([(s.proposal, s.outside), *downs])
+                why += f"; scale-down recommended for {len(downs) + 1} epochs in a row: the largest, {target}"
+            else:
+                why += f"; scale-down deferred: recommended {len(downs) + 1} epochs in a row, needs {needed + 1}"
+        targets[op] = (target, why, outside)
+    # As Flink's allChangedVerticesWithinUtilizationTarget, over the deferred targets: act only if an
+    # operator that changes is outside the band.
+    act = any(outside and target != windows[op].parallelism for op, (target, _, outside) in targets.items())
     decisions = []
     for op in topology.order:
         w = windows[op]
         if topology.operators[op].is_source:
-            emits = source_output(w, source_rates.get(op))
-            decisions.append(keep(topology, windows, op, f"source: never rescaled; emits {emits:.1f} r/s"))
+            decisions.append(source_decision(topology, windows, op, *source_arrival(w, source_rates.get(op))))
             continue
         s = sizings[op]
-        target, why = w.parallelism, s.why
-        if not act:
+        target, why, _ = targets[op]
+        if backlog:
+            why += f"; processing a backlog ({backlog}): band widened to [0, 1]"
+        if not act and target != w.parallelism:
             why += "; every operator that would change is within the utilization band: no change"
-        elif s.proposal > w.parallelism:
-            target = s.proposal
-        elif s.proposal < w.parallelism:
-            if backlog > BACKLOG_GUARD_S * total_rate:
-                why += f"; no scale-down while the backlog ({backlog:,.0f} records) exceeds {BACKLOG_GUARD_S:g} s of input"
-            else:
-                seen = [p.get(op) for p in earlier if p.get(op, (0, 0))[0] == w.parallelism]
-                downs = [proposal for parallelism, proposal in filter(None, seen) if proposal < parallelism]
-                if len(downs) >= needed:
-                    target = max([s.proposal, *downs])
-                    why += f"; scale-down recommended for {len(downs) + 1} epochs in a row: the largest, {target}"
-                else:
-                    why += f"; scale-down deferred: recommended {len(downs) + 1} epochs in a row, needs {needed + 1}"
+            target = w.parallelism
+        elif not act:
+            why += "; within the utilization band" if not s.outside else ""
         per_instance = s.capacity / w.parallelism if s.capacity > 0 else None
         decisions.append(
             replace(
                 keep(topology, windows, op, why + verdict(w.parallelism, target)),
                 capacity_per_instance=per_instance,
-                target_input_rate=s.steady_input + s.catch_up_input,
-                optimal_parallelism=s.required / per_instance if per_instance else None,
+                target_input_rate=s.input_rate + s.lag_rate,
+                optimal_parallelism=s.target / per_instance if per_instance else None,
                 target_parallelism=target,
             )
         )
@@ -153,9 +191,9 @@ def evaluate_epoch(
 
 def _past_proposals(
     topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions, source_rates: Mapping[str, float]
-) -> dict[str, tuple[int, int]]:
-    """Operator -> (parallelism, proposal) of an earlier epoch; empty when it was not decidable."""
+) -> dict[str, tuple[int, int, bool]]:
+    """Operator -> (parallelism, proposal, outside the band) of an earlier epoch; empty when it was not decidable."""
     if unusable_epoch(topology, windows) is not None:
         return {}
-    sizings, _, _ = _sizings(topology, windows, options, source_rates)
-    return {op: (windows[op].parallelism, s.proposal) for op, s in sizings.items()}
+    sizings, _ = _sizings(topology, windows, options, source_rates)
+    return {op: (windows[op].parallelism, s.proposal, s.outside) for op, s in sizings.items()}

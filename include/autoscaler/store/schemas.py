@@ -97,6 +97,13 @@ METRICS = Table(
         Column("warmup", "boolean", False, "Window overlaps a (re)start; never used for a decision."),
         Column("pending_records", "double", True, "Sources: records owed at the window's end (FLIP-33), if reported."),
         Column("source_format", "string", False, "Where the row came from: flink-rest, ds2-rates-log, ds2-rate-files."),
+        Column(
+            "source_rate_basis",
+            "string",
+            True,
+            "Sources: how the arrival rate (true_output_rate) was known: emitted+lag, emitted-unblocked, emitted, "
+            "or gauge (oracle); null for operators and for DS2 files (their true output rate is the file's).",
+        ),
     ),
     doc="One row per job, epoch, operator and instance.",
 )

@@ -51,7 +51,7 @@ def decide_stored_epochs(
     Nothing is committed when the inputs fail their checks (unknown operators, no rows).
     """
     from autoscaler.policy.base import history_epochs
-    from autoscaler.policy.spark import by_kind, inputs, plan
+    from autoscaler.policy.spark import decisions, inputs
 
     topology = topology or read_topology_csv(run.topology_path)
     options = run.options.resolved(topology)
@@ -60,17 +60,14 @@ def decide_stored_epochs(
     first = run.from_epoch - depth if run.from_epoch is not None else None
     metrics = inputs.metrics_store(spark, run.store, run.job, first, run.to_epoch)
     metrics, counts = inputs.guard_operators(metrics, topology)
-    info = plan.RunInfo(run.run_id, run.run_type, datetime.now(UTC).replace(microsecond=0))
-    if options.kind == "ds2":
-        decisions = plan.ds2_decisions(metrics, topology, options, info, source_rates)
-    else:
-        decisions = by_kind.kind_decisions(metrics, topology, options, info, source_rates, run.from_epoch)
+    info = decisions.RunInfo(run.run_id, run.run_type, datetime.now(UTC).replace(microsecond=0))
+    rows = decisions.policy_decisions(metrics, topology, options, info, source_rates, run.from_epoch)
 
     # One Spark action: the decisions (a few rows per epoch) come back to this process, which commits
     # them with the store's own writer. Writing them from Spark took four actions per run (staging,
     # the carried-over rows, their schema pass, the swap), 3-6 CPU-s of the server for one epoch.
-    rows = decisions.drop("op_index").toArrow()
+    table = rows.drop("op_index").toArrow()
     inputs.raise_for_unknown_operators(counts, run.store, run.job, topology)
     if before_commit is not None:
         before_commit()
-    return len(write_epochs(run.decisions_root, DECISIONS, run.job, rows))
+    return len(write_epochs(run.decisions_root, DECISIONS, run.job, table))

@@ -1,0 +1,148 @@
+"""Any policy kind over every (job, epoch) of a metrics DataFrame, on Spark: the kind's own function.
+
+A policy is written once, as a pure Python function (:mod:`autoscaler.policy.base`), and Spark
+runs that function unchanged: Spark sums each epoch's instance rows into one row per operator
+(the policy's :class:`~autoscaler.policy.base.OperatorWindow`), groups them by job, and runs the
+kind's function in a Python worker for each decided epoch, oldest first, with the epochs before
+it as its history. The decision rows have the decisions table's schema.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from autoscaler.config.options import PolicyOptions
+from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE
+from autoscaler.store.schemas import DECISIONS
+from autoscaler.topology import Topology
+
+WINDOW_FIELDS = list(OperatorWindow.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What every decision row of one run records: its id, its type and when it decided."""
+
+    run_id: str
+    run_type: str
+    decided_at: datetime
+
+
+def operator_windows(metrics: DataFrame) -> DataFrame:
+    """One row per (job, epoch, operator): the instance rows summed as the policies read them."""
+    window = F.col("busy_ms") + F.col("idle_ms") + F.col("backpressured_ms")
+
+    def ratio(part: str) -> F.Column:
+        return F.max(F.when(window > 0, F.col(part) / window))
+
+    # An instance counts once, and only within 1..parallelism; a second row of one is bad input.
+    valid = F.when((F.col("instance") >= 1) & (F.col("instance") <= F.col("parallelism")), F.col("instance"))
+    return metrics.groupBy("job", "epoch", "operator_id").agg(
+        F.max("parallelism").alias("parallelism"),
+        F.countDistinct(valid).cast("int").alias("instances_observed"),
+        (F.count("*") - F.countDistinct("instance")).cast("int").alias("duplicated_instances"),
+        F.sum("true_processing_rate").alias("true_processing_rate"),
+        F.sum("true_output_rate").alias("true_output_rate"),
+        F.sum("observed_output_rate").alias("observed_output_rate"),
+        F.max("max_parallelism").alias("max_parallelism"),
+        F.count_if(F.col("warmup")).cast("int").alias("warmup_instances"),
+        F.sum("observed_processing_rate").alias("observed_processing_rate"),
+        F.coalesce(ratio("busy_ms"), F.lit(0.0)).alias("busy_ratio_max"),
+        F.coalesce(ratio("backpressured_ms"), F.lit(0.0)).alias("backpressure_ratio_max"),
+        F.sum("pending_records").alias("pending_records"),
+        F.array_join(F.array_sort(F.collect_set("source_rate_basis")), "/").alias("rate_basis"),
+    )
+
+
+def _windows_by_epoch(rows: pa.Table) -> dict[int, dict[str, OperatorWindow]]:
+    out: dict[int, dict[str, OperatorWindow]] = {}
+    for rec in rows.to_pylist():
+        values = {k: rec[k] for k in WINDOW_FIELDS}
+        values["rate_basis"] = values["rate_basis"] or None
+        for key in ("busy_ratio_max", "backpressure_ratio_max", "observed_processing_rate"):
+            values[key] = values[key] or 0.0
+        out.setdefault(rec["epoch"], {})[rec["operator_id"]] = OperatorWindow(**values)
+    return out
+
+
+def decide_job(
+    rows: pa.Table,
+    topology: Topology,
+    options: PolicyOptions,
+    run: RunInfo,
+    source_rates: Mapping[str, float],
+    decide_from: int | None,
+) -> pa.Table:
+    """Decision rows of one job's epochs from ``decide_from`` on (earlier ones are only history).
+
+    Arrow in and out: NaN and infinite estimates stay what the policy computed (pandas would
+    turn NaN into null on the way back).
+    """
+    policy = policy_for(options.kind)
+    depth = history_epochs(options)
+    by_epoch = _windows_by_epoch(rows)
+    job = str(rows.column("job")[0])
+    order = {op: k for k, op in enumerate(topology.order)}
+    options_json = options.to_json()
+    out: list[dict] = []
+    for epoch in sorted(by_epoch):
+        if decide_from is not None and epoch < decide_from:
+            continue
+        history = [EpochWindows(e, by_epoch[e]) for e in range(epoch - depth, epoch) if e in by_epoch]
+        for d in policy(topology, by_epoch[epoch], options, source_rates, history):
+            row = {name: getattr(d, name) for name in d.__dataclass_fields__}
+            row.update(job=job, epoch=epoch, epoch_block=epoch // EPOCH_BLOCK_SIZE, options=options_json, run_id=run.run_id,
+                       run_type=run.run_type, decided_at=run.decided_at, op_index=order[d.operator_id])  # fmt: skip
+            out.append(row)
+    schema = DECISIONS.arrow_schema().append(pa.field("op_index", pa.int32()))
+    return pa.Table.from_pylist(out, schema=schema)
+
+
+def policy_decisions(
+    metrics: DataFrame,
+    topology: Topology,
+    options: PolicyOptions,
+    run: RunInfo,
+    source_rates: Mapping[str, float] | None = None,
+    decide_from: int | None = None,
+) -> DataFrame:
+    """Decision rows (the decisions table schema, plus ``op_index``) of ``options.kind`` for ``metrics``.
+
+    ``decide_from``: the first epoch decided (earlier ones are read only as a kind's history).
+    """
+    options = options.resolved(topology)
+    rates = dict(source_rates or {})
+
+    def per_job(rows: pa.Table) -> pa.Table:
+        return decide_job(rows, topology, options, run, rates, decide_from)
+
+    schema = DECISIONS.spark_ddl() + ", `op_index` INT"
+    return operator_windows(metrics).groupBy("job").applyInArrow(per_job, schema=schema)
+
+
+def decision_json(row: dict) -> str:
+    """One decision as a JSON line (non-finite numbers as null, the reference fields first)."""
+    out = {
+        "job": row["job"],
+        "epoch": row["epoch"],
+        "operator": row["operator_id"],
+        "operator_name": row["operator_name"],
+        "current_parallelism": row["current_parallelism"],
+        "optimal_parallelism": row["optimal_parallelism"],
+        "target_parallelism": row["target_parallelism"],
+    }
+    for key in ("is_source", "status", "target_input_rate", "capacity_per_instance", "source_rate_ratio", "reason"):
+        out[key] = row[key]
+    for key, value in out.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            out[key] = None
+    return json.dumps(out)
