@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from autoscaler.collect.flink import topology_path
 from autoscaler.config.jobs import JobConfig
+from autoscaler.decide import history as decide_history
 from autoscaler.decide.rules import RESCALE, ScalingPlan, decide
 from autoscaler.record import audit, outcomes
 from autoscaler.store.parquet import read_epochs
@@ -64,7 +65,7 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
     ti = context["ti"]
     epoch = epoch_for(job, context)
     kind = run_type(context)
-    history = audit.epoch_history(store_root(), job.name, epoch, job.stability.activation_epochs)
+    history = decide_history.epoch_history(store_root(), job.name, epoch, job.stability.activation_epochs)
     validation = ti.xcom_pull(task_ids="validate") or {}
     decidable = bool(history.decisions) and validation.get("decidable", True)
     docs = validation.get("docs") or []

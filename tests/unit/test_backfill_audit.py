@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from autoscaler.decide import history
 from autoscaler.policy import backfill
 from autoscaler.record import audit, outcomes
 from autoscaler.rescale.result import RescaleResult
@@ -41,13 +42,13 @@ def _noop(epoch, action_id, message):
 
 
 def test_history_from_the_actions_and_decisions_tables(tmp_path):
-    assert audit.last_rescale(tmp_path, "wc", 100) is None
+    assert history.last_rescale(tmp_path, "wc", 100) is None
     audit.record_action(tmp_path, _result("succeeded").to_row("wc", 10))
     audit.record_action(tmp_path, _noop(11, "b", "x"))
     audit.record_action(tmp_path, _result("failed").to_row("wc", 12))
-    last = audit.last_rescale(tmp_path, "wc", 100)
+    last = history.last_rescale(tmp_path, "wc", 100)
     assert last is not None and last.epoch == 10  # a failed attempt did not restart the job
-    assert audit.last_rescale(tmp_path, "wc", 10) is None
+    assert history.last_rescale(tmp_path, "wc", 10) is None
     # re-recording an epoch replaces its row
     audit.record_action(tmp_path, _noop(11, "c", "y"))
     log = audit.actions_log(tmp_path, "wc")

@@ -12,7 +12,7 @@ A kind is a module ``autoscaler/policy/<kind>.py`` with two functions, ``evaluat
 :class:`Policy`) and ``history_epochs(options) -> int``, and its name in
 :data:`autoscaler.config.options.POLICY_KINDS`: that tuple is the one registry of kinds (the
 jobs config, the Spark job, the lab and this module all read it). Every kind runs unchanged on
-Python and on Spark (:mod:`autoscaler.policy.spark.by_kind`). What every kind shares lives
+Python and on Spark (:mod:`autoscaler.policy.spark.decisions`). What every kind shares lives
 here: the completeness check, the sources' arrival rate and its words, and the bounds, key-group
 alignment and scale-down limit a proposal passes (:func:`bounded`), each written once.
 """

@@ -17,17 +17,21 @@ from typing import Any
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.store.parquet import epoch_block
 
-# Outcomes of a rescale (RescaleResult.outcome).
-SUCCEEDED, FAILED, ROLLED_BACK, NOOP = "succeeded", "failed", "rolled-back", "noop"
-RESCALE_OUTCOMES = (SUCCEEDED, FAILED, ROLLED_BACK, NOOP)
-# Outcomes of an epoch in which nothing was rescaled.
-SKIPPED, REJECTED = "skipped", "rejected"
-NOT_ACTED = (NOOP, SKIPPED, REJECTED)
-ALL = (*RESCALE_OUTCOMES, SKIPPED, REJECTED)
-# After these the job runs anew (new job id or restarted tasks): warm-up and cooldown count from them.
-RESTARTED = (SUCCEEDED, ROLLED_BACK)
-# These make the epoch's run fail, so that it shows red in the UI.
-RUN_FAILS = (FAILED, ROLLED_BACK)
+# The outcome words are the actions table's vocabulary, defined with it (store.schemas) so that the
+# rescale stage reports them without importing the record stage.
+from autoscaler.store.schemas import (  # noqa: F401 - re-exported: the words every stage uses
+    ALL,
+    FAILED,
+    NOOP,
+    NOT_ACTED,
+    REJECTED,
+    RESCALE_OUTCOMES,
+    RESTARTED,
+    ROLLED_BACK,
+    RUN_FAILS,
+    SKIPPED,
+    SUCCEEDED,
+)
 
 
 def action_row(

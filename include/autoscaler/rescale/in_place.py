@@ -16,7 +16,6 @@ from autoscaler.errors import InputError
 from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.models import ENDED_STATES, JobSummary
-from autoscaler.record.outcomes import FAILED, NOOP, SUCCEEDED
 from autoscaler.rescale.checks import (
     Wait,
     check_target,
@@ -27,6 +26,7 @@ from autoscaler.rescale.checks import (
 )
 from autoscaler.rescale.journal import JOURNAL_VERSION, Journal, open_journal, seconds_since, time_mark, utcnow
 from autoscaler.rescale.result import RescaleResult
+from autoscaler.store.schemas import FAILED, NOOP, SUCCEEDED
 
 
 def rescale_in_place(

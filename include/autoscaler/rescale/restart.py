@@ -18,10 +18,10 @@ from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, program_args, resolve_jar
 from autoscaler.flink.models import ACTIVE_STATES
-from autoscaler.record.outcomes import FAILED, ROLLED_BACK, SUCCEEDED
 from autoscaler.rescale.checks import cancel_quietly, wait_running
 from autoscaler.rescale.journal import Journal, seconds_since, utcnow
 from autoscaler.rescale.result import RescaleResult
+from autoscaler.store.schemas import FAILED, ROLLED_BACK, SUCCEEDED
 
 
 class SavepointSteps:

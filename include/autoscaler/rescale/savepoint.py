@@ -20,7 +20,6 @@ from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, resolve_jar
 from autoscaler.flink.models import ACTIVE_STATES
-from autoscaler.record.outcomes import FAILED, NOOP
 from autoscaler.rescale.checks import (
     VERIFY_WINDOW_S,
     check_target,
@@ -33,6 +32,7 @@ from autoscaler.rescale.journal import JOURNAL_VERSION, open_journal, seconds_si
 from autoscaler.rescale.recovery import latest_checkpoint, savepoint_from_history, savepoint_written
 from autoscaler.rescale.restart import SavepointSteps
 from autoscaler.rescale.result import RescaleResult
+from autoscaler.store.schemas import FAILED, NOOP
 
 
 class _SavepointPending(Exception):

@@ -73,6 +73,18 @@ _KEYS = (
     Column("epoch_block", "long", False, "epoch // EPOCH_BLOCK_SIZE (partition, derived)."),
 )
 
+# The outcome of an epoch (ACTIONS.outcome). A rescale reports one of RESCALE_OUTCOMES.
+SUCCEEDED, FAILED, ROLLED_BACK, NOOP = "succeeded", "failed", "rolled-back", "noop"
+RESCALE_OUTCOMES = (SUCCEEDED, FAILED, ROLLED_BACK, NOOP)
+# Outcomes of an epoch in which nothing was rescaled.
+SKIPPED, REJECTED = "skipped", "rejected"
+NOT_ACTED = (NOOP, SKIPPED, REJECTED)
+ALL = (*RESCALE_OUTCOMES, SKIPPED, REJECTED)
+# After these the job runs anew (new job id or restarted tasks): warm-up and cooldown count from them.
+RESTARTED = (SUCCEEDED, ROLLED_BACK)
+# These make the epoch's run fail, so that it shows red in the UI.
+RUN_FAILS = (FAILED, ROLLED_BACK)
+
 METRICS = Table(
     "metrics",
     _KEYS

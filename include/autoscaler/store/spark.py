@@ -1,4 +1,4 @@
-"""The store's write contract (:mod:`autoscaler.store.parquet`) for Spark DataFrames.
+"""The store on Spark: its metrics reader, and its write contract (:mod:`autoscaler.store.parquet`) for DataFrames.
 
 New rows are written to a staging folder first; rows of other epochs in the touched blocks
 are carried over; each touched block is then committed (:mod:`autoscaler.store.commit`). A failed check
@@ -15,9 +15,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from autoscaler.errors import InputError
 from autoscaler.store.commit import clean_leftovers, recover, staging_for, swap_in
-from autoscaler.store.parquet import store_lock, table_dir, validate_job_name
-from autoscaler.store.schemas import Table
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, store_lock, table_dir, validate_job_name
+from autoscaler.store.schemas import METRICS, Table
 
 
 def _blocks(folder: Path) -> list[Path]:
@@ -67,3 +68,28 @@ def write_epochs(df: DataFrame, root: str, table: Table, job: str, before_commit
             return len(touched)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def conform(df: DataFrame) -> DataFrame:
+    """Select the metrics columns in order with their types (a nullable one the rows lack: null)."""
+    present = set(df.columns)
+    nullable = {c.name for c in METRICS.columns if c.nullable}
+    return df.select([
+        (F.col(name) if name in present or name not in nullable else F.lit(None)).cast(kind).alias(name)
+        for name, kind in METRICS.spark_types()
+    ])  # fmt: skip
+
+
+def metrics_store(
+    spark: SparkSession, root: str, job: str, first_epoch: int | None = None, last_epoch: int | None = None
+) -> DataFrame:
+    """One job's metrics from the store, optionally an inclusive epoch range (pruned by block)."""
+    folder = table_dir(root, METRICS) / f"job={validate_job_name(job)}"
+    if not folder.is_dir():
+        raise InputError(str(folder), f"no metrics stored for job {job!r}")
+    df = spark.read.schema(METRICS.spark_ddl(with_partitions=False) + ", `epoch_block` BIGINT").parquet(str(folder))
+    if first_epoch is not None:
+        df = df.filter((F.col("epoch_block") >= first_epoch // EPOCH_BLOCK_SIZE) & (F.col("epoch") >= first_epoch))
+    if last_epoch is not None:
+        df = df.filter((F.col("epoch_block") <= last_epoch // EPOCH_BLOCK_SIZE) & (F.col("epoch") <= last_epoch))
+    return conform(df.withColumn("job", F.lit(job)))

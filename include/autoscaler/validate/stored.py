@@ -87,7 +87,7 @@ def validate_range(
     docs_at = (docs_dir or default_docs_dir(store_root)) if docs else None
     previous_epoch = [first - 1] if first > 0 else []
     if engine == "spark":
-        from autoscaler.policy.spark.inputs import metrics_store
+        from autoscaler.store.spark import metrics_store
 
         if spark is None:
             raise ValueError("validate_range(engine='spark') needs a Spark session")

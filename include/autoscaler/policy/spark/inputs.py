@@ -16,6 +16,7 @@ from autoscaler.collect.ds2_files import read_rate_files, read_rates_log, record
 from autoscaler.errors import InputError
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, table_dir, validate_job_name
 from autoscaler.store.schemas import METRICS
+from autoscaler.store.spark import conform, metrics_store  # noqa: F401 - the store's readers, used here and by callers
 from autoscaler.topology import Topology
 
 
@@ -46,16 +47,6 @@ def _lookup(mapping: dict[str, object], key: Column) -> Column:
     """A literal map lookup (topology facts per operator id)."""
     pairs = [item for k, v in mapping.items() for item in (F.lit(k), F.lit(v))]
     return F.create_map(*pairs)[key]
-
-
-def conform(df: DataFrame) -> DataFrame:
-    """Select the metrics columns in order with their types (a nullable one the rows lack: null)."""
-    present = set(df.columns)
-    nullable = {c.name for c in METRICS.columns if c.nullable}
-    return df.select([
-        (F.col(name) if name in present or name not in nullable else F.lit(None)).cast(kind).alias(name)
-        for name, kind in METRICS.spark_types()
-    ])  # fmt: skip
 
 
 def rates_log(spark: SparkSession, path: str, topology: Topology, job: str) -> tuple[DataFrame, ObservedCounts]:
@@ -145,21 +136,6 @@ def rate_files(spark: SparkSession, folder: str, topology: Topology, job: str) -
     records, skipped = read_rate_files(folder, topology)
     table = records_to_metrics(records, topology, job, "ds2-rate-files")
     return conform(spark.createDataFrame(table.to_pandas(), schema=METRICS.spark_ddl())), skipped
-
-
-def metrics_store(
-    spark: SparkSession, root: str, job: str, first_epoch: int | None = None, last_epoch: int | None = None
-) -> DataFrame:
-    """One job's metrics from the store, optionally an inclusive epoch range (pruned by block)."""
-    folder = table_dir(root, METRICS) / f"job={validate_job_name(job)}"
-    if not folder.is_dir():
-        raise InputError(str(folder), f"no metrics stored for job {job!r}")
-    df = spark.read.schema(METRICS.spark_ddl(with_partitions=False) + ", `epoch_block` BIGINT").parquet(str(folder))
-    if first_epoch is not None:
-        df = df.filter((F.col("epoch_block") >= first_epoch // EPOCH_BLOCK_SIZE) & (F.col("epoch") >= first_epoch))
-    if last_epoch is not None:
-        df = df.filter((F.col("epoch_block") <= last_epoch // EPOCH_BLOCK_SIZE) & (F.col("epoch") <= last_epoch))
-    return conform(df.withColumn("job", F.lit(job)))
 
 
 def guard_operators(metrics: DataFrame, topology: Topology) -> tuple[DataFrame, ObservedCounts]:

@@ -1,0 +1,64 @@
+"""What the decide rules read about an epoch: its decisions and the job's rescale history, from the store.
+
+The decide stage's inputs, read here so that the rules (:mod:`autoscaler.decide.rules`) stay pure
+and the record stage only writes: the epoch's DECISIONS rows, the newest rescale after which the
+job restarted (ACTIONS), and how many complete decisions came since.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from autoscaler.decide.rules import LastRescale
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import ACTIONS, DECISIONS, RESTARTED
+
+
+def last_rescale(store_root: str | Path, job: str, before_epoch: int) -> LastRescale | None:
+    """The newest action before ``before_epoch`` after which the job restarted (None: never)."""
+    actions = read_epochs(store_root, ACTIONS, job)
+    if actions.num_rows == 0:
+        return None
+    restarted = pc.is_in(actions.column("outcome"), pa.array(RESTARTED))
+    mask = pc.and_(restarted, pc.less(actions.column("epoch"), before_epoch))
+    restarts = actions.filter(mask)
+    if restarts.num_rows == 0:
+        return None
+    newest = restarts.sort_by([("epoch", "descending")]).slice(0, 1).to_pylist()[0]
+    return LastRescale(int(newest["epoch"]), newest["finished_at"])
+
+
+def decided_epochs(store_root: str | Path, job: str, after_epoch: int, up_to_epoch: int, enough: int) -> int:
+    """Epochs in (after_epoch, up_to_epoch] whose every decision row is complete (status ok).
+
+    Only the last ``enough`` epochs are read: the activation rule needs to know no more.
+    """
+    first = max(after_epoch + 1, up_to_epoch - enough + 1)
+    if first > up_to_epoch:
+        return 0
+    rows = read_epochs(store_root, DECISIONS, job, range(first, up_to_epoch + 1)).select(["epoch", "status"]).to_pylist()
+    status: dict[int, bool] = {}
+    for row in rows:
+        status[row["epoch"]] = status.get(row["epoch"], True) and row["status"] == "ok"
+    return sum(status.values())
+
+
+@dataclass(frozen=True)
+class EpochHistory:
+    """What the decide rules read about an epoch: its DS2 decisions and the job's rescale history."""
+
+    decisions: list[dict[str, Any]]  # the epoch's DECISIONS rows
+    last_rescale: LastRescale | None  # the newest rescale before the epoch after which the job restarted
+    decided_epochs: int  # complete decisions since that rescale (at most ``enough``)
+
+
+def epoch_history(store_root: str | Path, job: str, epoch: int, enough: int) -> EpochHistory:
+    """The decisions of ``epoch`` and the history the stability rules need, in one call."""
+    last = last_rescale(store_root, job, epoch)
+    decided = decided_epochs(store_root, job, last.epoch if last else -1, epoch, enough)
+    return EpochHistory(read_epochs(store_root, DECISIONS, job, [epoch]).to_pylist(), last, decided)
