@@ -53,6 +53,9 @@ TIMEOUT_ANSWERS = ("approve", "reject")
 # A window may start or end this long (at least) outside its epoch's interval: the collection
 # runs after the interval closes, late by the scheduler's delay.
 LATENESS_FLOOR_S = 30.0
+# The highest parallelism a proposal can name: the stand-in for "no upper bound" and for an
+# infinite estimate (the DS2 reference saturates to u32::MAX; bounds cap it).
+SATURATED = 2**31 - 1
 
 # -- where and how often ----------------------------------------------------------------------
 FLINK_CONN_ID = Option("flink_conn_id", "connection", "flink_default", "Airflow connection of the Flink REST API.")
@@ -304,8 +307,6 @@ class PolicyOptions:
 
     def bounds(self, op: str, key_groups: int | None) -> tuple[int, int]:
         """(lowest, highest) parallelism allowed for operator ``op`` (an id, after :meth:`resolved`)."""
-        from autoscaler.policy.rounding import SATURATED
-
         caps = [c for c in (self.max_parallelism.get(op), self.job_max_parallelism, key_groups) if c]
         return self.min_parallelism.get(op, 1), min(caps) if caps else SATURATED
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-# Stand-in for an infinite estimate (the reference saturates to u32::MAX); bounds cap it.
-SATURATED = 2**31 - 1
+from autoscaler.config.options import SATURATED
 
 
 def round_up(optimal: float, factor: float) -> int:
