@@ -76,7 +76,7 @@ def main() -> None:
             "parallelism_args": testjob.PARALLELISM_ARGS,
             "savepoint_dir": f"file://{data_dir / 'savepoints'}",
             "policy_interval": f"{args.interval}s",
-            "collect": {"short_window": "4s", "source_rate_metric": "Source__Source.scheduledRate"},
+            "collect": {"short_window": "4s"},
         }
         Path(os.environ["DS2_JOBS_CONFIG"]).write_text(yaml.safe_dump({"jobs": [entry]}))
         from airflow.dag_processing.dagbag import BundleDagBag

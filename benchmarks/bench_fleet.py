@@ -144,7 +144,7 @@ def job_entries(n: int, interval: int, start: datetime) -> list[dict[str, Any]]:
             "parallelism_args": testjob.PARALLELISM_ARGS,
             "policy_interval": f"{interval}s",
             "start_date": start.isoformat(),
-            "collect": {"short_window": "5s", "source_rate_metric": "Source__Source.scheduledRate"},
+            "collect": {"short_window": "5s"},
         }
         for i in range(n)
     ]

@@ -18,7 +18,9 @@ from tests.integration.conftest import UNDERPROVISIONED, wait_running
 
 pytestmark = pytest.mark.flink
 JOB = "wordcount-under"
-RATE_METRIC = "Source__Source.scheduledRate"  # the test job's per-subtask target rate
+# The test job's per-subtask target rate: an oracle no production source has. The tests below that
+# check collection mechanics use it for an exact expected rate; honest inputs have their own test.
+RATE_METRIC = "Source__Source.scheduledRate"
 
 
 def wait_for_busy_time(client, job_id: str, vertex: str, delta_ms: float, timeout_s: float = 60) -> None:
@@ -74,6 +76,29 @@ def test_collect_shows_the_bottleneck_and_drives_a_policy_to_4(clean_flink, tmp_
     target = {d["operator_name"]: d["target_parallelism"] for d in decisions}
     assert target == {"Source: Source": 2, "Parse": 1, "Count": 4, "Sink: Writer": 1}, decisions
     assert {d["status"] for d in decisions} == {"ok"}
+
+
+def test_honest_inputs_know_a_back_pressured_kafka_like_sources_arrival_rate(clean_flink, tmp_path, spark):
+    """No gauge: the partitioned source owes what it cannot emit and reports pendingRecords, and its
+    arrival rate (records out + backlog growth) is the 20,000 records/s it is offered, though Count
+    lets it emit only ~5,700. DS2 then asks for 4, as with the oracle gauge (without pendingRecords it
+    would size for what the source managed to send)."""
+    clean_flink.start_job([*UNDERPROVISIONED, "--partitions", "8", "--backlog", "true"])
+    store, client = tmp_path / "store", clean_flink.client
+    first = collect_epoch_metrics(client, "ds2-testjob", JOB, 300, store, short_window_s=6)
+    wait_for_busy_time(client, first.flink_job_id, "Count", 8000)
+    rows = collect_epoch_metrics(client, "ds2-testjob", JOB, 301, store).rows
+    sources = by_vertex(rows, "Source: Source")
+    assert {s["source_rate_basis"] for s in sources} == {"emitted+lag"}
+    assert all(s["pending_records"] > 0 for s in sources)
+    emitted = sum(s["observed_output_rate"] for s in sources)
+    arrival = sum(s["true_output_rate"] for s in sources)
+    assert emitted < 9_000 and arrival == pytest.approx(20_000, rel=0.1), (emitted, arrival)
+    argv = ["--topology", str(topology_path(store, JOB)), "--metrics-store", "--store", str(store), "--job", JOB]
+    assert ds2_policy.run([*argv, "--from-epoch", "301", "--to-epoch", "301"]) == 0
+    decisions = {d["operator_name"]: d for d in read_epochs(store, DECISIONS, JOB, [301]).to_pylist()}
+    assert decisions["Count"]["target_parallelism"] == 4, decisions["Count"]["reason"]
+    assert "records emitted + backlog growth" in decisions["Source: Source"]["reason"]
 
 
 def test_a_first_epoch_measured_after_its_boundary_does_not_overlap_the_next(clean_flink, tmp_path):
