@@ -126,7 +126,12 @@ def policy_decisions(
         return decide_job(rows, topology, options, run, rates, decide_from)
 
     schema = DECISIONS.spark_ddl() + ", `op_index` INT"
-    return operator_windows(metrics).groupBy("job").applyInArrow(per_job, schema=schema)
+    windows = operator_windows(metrics)
+    if history_epochs(options) == 0:
+        # A kind without history decides each epoch alone: blocks of epochs run in parallel (a long
+        # backfill of one job is not one Python worker's sequential loop).
+        return windows.groupBy("job", (F.col("epoch") / EPOCH_BLOCK_SIZE).cast("long")).applyInArrow(per_job, schema=schema)
+    return windows.groupBy("job").applyInArrow(per_job, schema=schema)
 
 
 def decision_json(row: dict) -> str:
