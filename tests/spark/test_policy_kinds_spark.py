@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.base import EpochWindows, policy_for
+from autoscaler.policy.base import EpochWindows, history_epochs, policy_for
 from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
 from autoscaler.store import parquet as store
 from autoscaler.store.schemas import DECISIONS, METRICS
@@ -26,7 +26,7 @@ EPOCHS = {
 }
 
 
-@pytest.mark.parametrize("kind", ["rules", "utilization"])
+@pytest.mark.parametrize("kind", ["rules", "utilization", "ds2_plus"])
 def test_kind_on_spark_matches_its_pure_function(spark, tmp_path, kind):
     root = tmp_path / "store"
     store.write_epochs(root, METRICS, "t", metrics_rows(TOPO, EPOCHS))
@@ -37,11 +37,12 @@ def test_kind_on_spark_matches_its_pure_function(spark, tmp_path, kind):
     assert decide_stored_epochs(spark, run) == 4
     rows = store.read_epochs(root, DECISIONS, "t").to_pylist()
     got = {(r["epoch"], r["operator_id"]): (r["target_parallelism"], r["reason"], r["status"]) for r in rows}
-    assert {e for e, _ in got} == {3, 4, 6, 7}  # epochs 1-2 were read as history only
+    assert {e for e, _ in got} == {3, 4, 6, 7}  # epochs before 3 were read as history only
     policy = policy_for(kind)
+    depth = history_epochs(options)
     for e in (3, 4, 6, 7):
-        history = [EpochWindows(h, EPOCHS[h]) for h in range(e - 2, e) if h in EPOCHS]
-        for d in policy(TOPO, EPOCHS[e], options, None, history):
+        history = [EpochWindows(h, EPOCHS[h]) for h in range(e - depth, e) if h in EPOCHS]
+        for d in policy(TOPO, EPOCHS[e], options, None, history, e):
             assert got[(e, d.operator_id)] == (d.target_parallelism, d.reason, d.status), (e, d.operator_id)
     if kind == "rules":
         assert got[(3, "count")][0] == 3  # three back-pressured epochs in a row, two of them history

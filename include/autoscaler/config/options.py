@@ -84,9 +84,15 @@ SOURCE_RATE_METRIC = Option(
 )
 # -- policy -------------------------------------------------------------------------------------
 # The one registry of policy kinds: each is the module autoscaler/policy/<kind>.py (see policy.base).
-POLICY_KINDS = ("ds2", "utilization", "rules")
-# A kind's own scale-down limit when policy.max_scale_down_factor is none (utilization: Flink's default).
-KIND_SCALE_DOWN_LIMITS = {"utilization": 0.4}
+POLICY_KINDS = ("ds2", "utilization", "rules", "ds2_plus")
+# The options whose "none" means the kind's own default: one table, read by PolicyOptions.effective.
+# utilization carries the Flink autoscaler's defaults; ds2_plus sizes for a lab-scale catch-up (a
+# backlog worked off within a minute) and defers a scale-down for 4 epochs of 30 s, not an hour.
+KIND_DEFAULTS: dict[str, dict[str, float]] = {
+    "utilization": {"max_scale_down_factor": 0.4, "scale_down_interval": 3600.0, "catch_up_duration": 1800.0,
+                    "restart_time": 300.0},
+    "ds2_plus": {"scale_down_interval": 120.0, "catch_up_duration": 60.0, "restart_time": 10.0},
+}  # fmt: skip
 KIND = Option(
     "policy.kind", "choice", "ds2", "Which policy proposes the parallelism (autoscaler/policy/<kind>.py).", choices=POLICY_KINDS
 )
@@ -121,9 +127,10 @@ UTILIZATION_BOUNDARY = Option(
     0.0,
 )  # fmt: skip
 SCALE_DOWN_INTERVAL = Option(
-    "policy.scale_down_interval", "duration", timedelta(hours=1),
-    "utilization: a scale-down waits until it was recommended for this long, then takes the largest recommendation "
-    "seen (Flink: job.autoscaler.scale-down.interval).", 0,
+    "policy.scale_down_interval", "duration", None,
+    "utilization, ds2_plus: a scale-down waits until it was recommended for this long, then takes the largest "
+    "recommendation seen (none: the kind's own, 1h for utilization as Flink's job.autoscaler.scale-down.interval, "
+    "2m for ds2_plus).", 0,
 )  # fmt: skip
 MAX_SCALE_DOWN_FACTOR = Option(
     "policy.max_scale_down_factor", "number", None,
@@ -141,12 +148,25 @@ BACKLOG_THRESHOLD = Option(
     "[0, 1] (Flink: job.autoscaler.backlog-processing.lag-threshold).", 0,
 )  # fmt: skip
 CATCH_UP_DURATION = Option(
-    "policy.catch_up_duration", "duration", timedelta(minutes=30),
-    "utilization: the time a backlog (sources' pending records) should be worked off in.", 1,
+    "policy.catch_up_duration", "duration", None,
+    "utilization, ds2_plus: the time a backlog (sources' pending records) should be worked off in (none: the kind's "
+    "own, 30m for utilization as Flink's job.autoscaler.catch-up.duration, 1m for ds2_plus).", 1,
 )  # fmt: skip
 RESTART_TIME = Option(
-    "policy.restart_time", "duration", timedelta(minutes=5),
-    "utilization: the expected restart time, whose input must be caught up too.", 0,
+    "policy.restart_time", "duration", None,
+    "utilization, ds2_plus: the expected restart time, whose input must be caught up too (none: the kind's own, "
+    "5m for utilization as Flink's job.autoscaler.restart.time; ds2_plus uses the median of the job's measured "
+    "downtimes and this, 10s by default, only until one is measured).", 0,
+)  # fmt: skip
+# kind ds2_plus: DS2 with the history it lacks (policy/ds2_plus.py).
+HISTORY_WINDOW = Option(
+    "policy.history_window", "duration", timedelta(minutes=10),
+    "ds2_plus: how far back the load's trend, the observed-scalability fit and the effectiveness check look.", 0,
+)  # fmt: skip
+EFFECTIVENESS_THRESHOLD = Option(
+    "policy.effectiveness_threshold", "number", 0.1,
+    "ds2_plus: a scale-up that bought less than this share of the capacity it promised blocks further scale-ups of "
+    "that operator until the load moves 20 % (Flink: job.autoscaler.scaling.effectiveness.threshold).", 0.0,
 )  # fmt: skip
 # kind rules: a Dhalion-style rule-based baseline.
 BACKPRESSURE_THRESHOLD = Option(
@@ -218,12 +238,14 @@ class PolicyOptions:
     # Durations are seconds here (the options travel as JSON to the Spark job and into each decision).
     target_utilization: float = TARGET_UTILIZATION.default
     utilization_boundary: float = UTILIZATION_BOUNDARY.default
-    scale_down_interval: float = SCALE_DOWN_INTERVAL.default.total_seconds()
+    scale_down_interval: float | None = SCALE_DOWN_INTERVAL.default
     max_scale_down_factor: float | None = MAX_SCALE_DOWN_FACTOR.default
     max_scale_up_factor: float | None = MAX_SCALE_UP_FACTOR.default
     backlog_threshold: float = BACKLOG_THRESHOLD.default.total_seconds()
-    catch_up_duration: float = CATCH_UP_DURATION.default.total_seconds()
-    restart_time: float = RESTART_TIME.default.total_seconds()
+    catch_up_duration: float | None = CATCH_UP_DURATION.default
+    restart_time: float | None = RESTART_TIME.default
+    history_window: float = HISTORY_WINDOW.default.total_seconds()
+    effectiveness_threshold: float = EFFECTIVENESS_THRESHOLD.default
     backpressure_threshold: float = BACKPRESSURE_THRESHOLD.default
     rules_epochs: int = RULES_EPOCHS.default
     rules_step: int = RULES_STEP.default
@@ -250,7 +272,8 @@ class PolicyOptions:
             raise InputError("--job-max-parallelism", f"must be >= 1, got {self.job_max_parallelism}")
         if not 0 < self.target_utilization <= 1:
             raise InputError("--target-utilization", f"must be in (0, 1], got {self.target_utilization!r}")
-        for name in ("utilization_boundary", "max_scale_down_factor", "backpressure_threshold", "low_utilization"):
+        for name in ("utilization_boundary", "max_scale_down_factor", "backpressure_threshold", "low_utilization",
+                     "effectiveness_threshold"):  # fmt: skip
             value = getattr(self, name)
             if value is None and name == "max_scale_down_factor":
                 continue
@@ -259,13 +282,15 @@ class PolicyOptions:
         up = self.max_scale_up_factor
         if up is not None and not (isinstance(up, (int, float)) and math.isfinite(up) and up >= 0):
             raise InputError("--max-scale-up-factor", f"must be a number >= 0, got {up!r}")
-        for name in ("scale_down_interval", "catch_up_duration", "restart_time", "backlog_threshold"):
+        for name in ("scale_down_interval", "catch_up_duration", "restart_time", "backlog_threshold", "history_window"):
             value = getattr(self, name)
+            if value is None and name not in ("backlog_threshold", "history_window"):
+                continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InputError(f"--{name.replace('_', '-')}", f"must be seconds >= 0, got {value!r}")
         if not (isinstance(self.interval, (int, float)) and math.isfinite(self.interval) and self.interval > 0):
             raise InputError("--interval", f"the policy interval must be seconds > 0, got {self.interval!r}")
-        if self.catch_up_duration <= 0:
+        if self.catch_up_duration is not None and self.catch_up_duration <= 0:
             raise InputError("--catch-up-duration", "must be longer than 0 s")
         for name in ("rules_epochs", "rules_step"):
             if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
@@ -299,11 +324,14 @@ class PolicyOptions:
         by_name = {o.name: o for o in OPTIONS if o.key.startswith("policy.")}
         return [(name, by_name[name].default, by_name[name].meaning) for name in cls.__dataclass_fields__ if name in by_name]
 
+    def effective(self, name: str) -> float | None:
+        """Option ``name`` as set, else the kind's own default (:data:`KIND_DEFAULTS`; None: the kind has none)."""
+        value = getattr(self, name)
+        return value if value is not None else KIND_DEFAULTS.get(self.kind, {}).get(name)
+
     def scale_down_limit(self) -> float | None:
         """The fraction of instances one scale-down may remove: the option, else the kind's own (None: no limit)."""
-        if self.max_scale_down_factor is not None:
-            return self.max_scale_down_factor
-        return KIND_SCALE_DOWN_LIMITS.get(self.kind)
+        return self.effective("max_scale_down_factor")
 
     def bounds(self, op: str, key_groups: int | None) -> tuple[int, int]:
         """(lowest, highest) parallelism allowed for operator ``op`` (an id, after :meth:`resolved`)."""

@@ -44,6 +44,7 @@ class OperatorWindow:
     warmup_instances: int = 0
     # Read by the utilization and rules kinds (DS2 needs only the rates above):
     observed_processing_rate: float = 0.0  # records in per second of wall time, summed
+    observed_processing_rate_max: float = 0.0  # the same, of the instance that took the most (skew: its share)
     busy_ratio_max: float = 0.0  # busiest instance's busy time / its window (the Flink autoscaler's MAX)
     backpressure_ratio_max: float = 0.0  # most back-pressured instance's back-pressured time / its window
     pending_records: float | None = None  # sources: records owed at the window's end (FLIP-33), if reported
@@ -85,7 +86,11 @@ class Decision:
 
 
 class Policy(Protocol):
-    """``(topology, windows by operator id, options, source-rate overrides, earlier epochs) -> decisions``."""
+    """``(topology, windows by operator id, options, source-rate overrides, earlier epochs, epoch) -> decisions``.
+
+    ``epoch`` is the decided epoch's number, so that a kind can tell an epoch missing from its history
+    (None: right after the last one of ``history``).
+    """
 
     def __call__(
         self,
@@ -94,6 +99,7 @@ class Policy(Protocol):
         options: PolicyOptions,
         source_rates: Mapping[str, float] | None = None,
         history: Sequence[EpochWindows] = (),
+        epoch: int | None = None,
     ) -> list[Decision]: ...
 
 
@@ -215,6 +221,12 @@ def verdict(current: int, target: int) -> str:
 def history_epochs(options: PolicyOptions) -> int:
     """How many earlier epochs a run of ``options.kind`` reads as its history."""
     return _module(options.kind).history_epochs(options)
+
+
+def sizes_for_measured_restarts(kind: str) -> bool:
+    """Whether a run of ``kind`` fills an unset ``restart_time`` with the job's measured downtimes
+    (:mod:`autoscaler.policy.restarts`): a kind says so with ``MEASURED_RESTART = True``."""
+    return bool(getattr(_module(kind), "MEASURED_RESTART", False))
 
 
 def policy_for(kind: str) -> Policy:

@@ -40,6 +40,7 @@ def evaluate_epoch(
     options: PolicyOptions,
     source_rates: Mapping[str, float] | None = None,
     history: Sequence[EpochWindows] = (),
+    epoch: int | None = None,
 ) -> list[Decision]:
     """Decisions for every operator of ``topology`` (in topological order) for one epoch.
 

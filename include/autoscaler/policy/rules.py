@@ -65,6 +65,7 @@ def evaluate_epoch(
     options: PolicyOptions,
     source_rates: Mapping[str, float] | None = None,
     history: Sequence[EpochWindows] = (),
+    epoch: int | None = None,
 ) -> list[Decision]:
     """Decisions for every operator of ``topology`` for one epoch; ``history``: the epochs before."""
     options = options.resolved(topology)

@@ -48,7 +48,7 @@ from autoscaler.topology import Topology
 
 def history_epochs(options: PolicyOptions) -> int:
     """The epochs of one scale-down interval before the decided one."""
-    return math.ceil(options.scale_down_interval / options.interval - 1e-9)
+    return math.ceil(options.effective("scale_down_interval") / options.interval - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ class Sizing:
 def target_capacity(input_rate: float, lag_rate: float, utilization: float, options: PolicyOptions, restart: bool) -> float:
     """Flink's ``getTargetProcessingCapacity``: the rate an operator needs, rounded to a whole record/s."""
     at_utilization = input_rate / utilization if utilization > 0 else math.inf
-    restart_rate = input_rate * options.restart_time / options.catch_up_duration if restart else 0.0
+    catch_up = options.effective("catch_up_duration")
+    restart_rate = input_rate * options.effective("restart_time") / catch_up if restart else 0.0
     total = lag_rate + restart_rate + at_utilization
     return float(round(total)) if math.isfinite(total) else math.inf
 
@@ -98,7 +99,7 @@ def _sizings(
         w = windows[op]
         if topology.operators[op].is_source:
             rates[op], _ = source_arrival(w, source_rates.get(op))
-            lags[op] = (w.pending_records or 0.0) / options.catch_up_duration
+            lags[op] = (w.pending_records or 0.0) / options.effective("catch_up_duration")
             continue
         input_rate = sum(rates[up] for up in topology.upstream(op))
         lag_rate = sum(lags[up] for up in topology.upstream(op))
@@ -130,6 +131,7 @@ def evaluate_epoch(
     options: PolicyOptions,
     source_rates: Mapping[str, float] | None = None,
     history: Sequence[EpochWindows] = (),
+    epoch: int | None = None,
 ) -> list[Decision]:
     """Decisions for every operator of ``topology`` for one epoch; ``history``: the epochs before."""
     options = options.resolved(topology)

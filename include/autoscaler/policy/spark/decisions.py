@@ -56,6 +56,7 @@ def operator_windows(metrics: DataFrame) -> DataFrame:
         F.max("max_parallelism").alias("max_parallelism"),
         F.count_if(F.col("warmup")).cast("int").alias("warmup_instances"),
         F.sum("observed_processing_rate").alias("observed_processing_rate"),
+        F.max("observed_processing_rate").alias("observed_processing_rate_max"),
         F.coalesce(ratio("busy_ms"), F.lit(0.0)).alias("busy_ratio_max"),
         F.coalesce(ratio("backpressured_ms"), F.lit(0.0)).alias("backpressure_ratio_max"),
         F.sum("pending_records").alias("pending_records"),
@@ -68,7 +69,7 @@ def _windows_by_epoch(rows: pa.Table) -> dict[int, dict[str, OperatorWindow]]:
     for rec in rows.to_pylist():
         values = {k: rec[k] for k in WINDOW_FIELDS}
         values["rate_basis"] = values["rate_basis"] or None
-        for key in ("busy_ratio_max", "backpressure_ratio_max", "observed_processing_rate"):
+        for key in ("busy_ratio_max", "backpressure_ratio_max", "observed_processing_rate", "observed_processing_rate_max"):
             values[key] = values[key] or 0.0
         out.setdefault(rec["epoch"], {})[rec["operator_id"]] = OperatorWindow(**values)
     return out
@@ -98,7 +99,7 @@ def decide_job(
         if decide_from is not None and epoch < decide_from:
             continue
         history = [EpochWindows(e, by_epoch[e]) for e in range(epoch - depth, epoch) if e in by_epoch]
-        for d in policy(topology, by_epoch[epoch], options, source_rates, history):
+        for d in policy(topology, by_epoch[epoch], options, source_rates, history, epoch):
             row = {name: getattr(d, name) for name in d.__dataclass_fields__}
             row.update(job=job, epoch=epoch, epoch_block=epoch // EPOCH_BLOCK_SIZE, options=options_json, run_id=run.run_id,
                        run_type=run.run_type, decided_at=run.decided_at, op_index=order[d.operator_id])  # fmt: skip

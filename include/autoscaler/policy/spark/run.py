@@ -9,7 +9,7 @@ warm-up query of ``scripts/spark.sh``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
@@ -50,11 +50,15 @@ def decide_stored_epochs(
 
     Nothing is committed when the inputs fail their checks (unknown operators, no rows).
     """
-    from autoscaler.policy.base import history_epochs
+    from autoscaler.policy.base import history_epochs, sizes_for_measured_restarts
+    from autoscaler.policy.restarts import measured_restart_time
     from autoscaler.policy.spark import decisions, inputs
 
     topology = topology or read_topology_csv(run.topology_path)
     options = run.options.resolved(topology)
+    if options.restart_time is None and sizes_for_measured_restarts(options.kind):
+        measured = measured_restart_time(run.store, run.job, run.from_epoch if run.from_epoch is not None else run.to_epoch)
+        options = replace(options, restart_time=measured) if measured is not None else options
     # A kind that looks back (rules, utilization) reads the epochs before the range as its history.
     depth = history_epochs(options)
     first = run.from_epoch - depth if run.from_epoch is not None else None

@@ -1,0 +1,252 @@
+"""The ds2_plus policy (kind ``ds2_plus``): DS2's one-step, whole-graph sizing, plus what the lab showed it lacks.
+
+DS2 (:mod:`autoscaler.policy.ds2`) is exact on linear steps and loses on backlog, skew, sublinear
+scaling, ramps, sines, spikes and CPU-bound operators (``docs/policy-lab.md``). This kind keeps its
+model -- the sources' rates flow through the graph at the observed selectivities, each operator
+sized from its true processing rate in one step -- and sizes for more than one window's rate:
+
+- **demand**: each source's arrival rate, or where its trend (:func:`~autoscaler.policy.signals.damped_holt`
+  over the history) says it is heading over the next interval plus a restart, whichever is higher;
+  plus its backlog worked off within ``catch_up_duration``; plus, for a change, the input that
+  arrives during the restart (``restart_time``: the policy run fills it with the median of the
+  job's measured downtimes);
+- **capacity at p**: linear as DS2's, corrected by the operator's observed scalability
+  (:func:`~autoscaler.policy.signals.scalability`) and limited by its busiest instance: one hot key
+  sends ``s + (1 - s) / p`` of the input to one instance (:func:`~autoscaler.policy.signals.hot_share`).
+  Where no parallelism reaches the demand, the proposal stops where one more instance would add
+  less than 5 % of capacity;
+- **hysteresis both ways**: a size that takes the demand without a restart is kept (no scale-up for
+  the restart term alone); a scale-down is proposed only when the smaller size takes the demand
+  with the restart term;
+- **effectiveness**: a scale-up that bought less than ``effectiveness_threshold`` of the capacity it
+  promised blocks further scale-ups of that operator until the load changes by 20 %;
+- **time**: no scale-down while a source owes more than 1 s of its input; a scale-down waits until
+  it has been proposed for ``scale_down_interval`` at that size, then takes the largest proposal of
+  that window (a scale-up in between starts the wait again).
+
+Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`).
+Sources are not rescaled, as with every kind so far.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from autoscaler.config.options import PolicyOptions
+from autoscaler.policy.base import (
+    Decision,
+    EpochWindows,
+    OperatorWindow,
+    bounded,
+    keep,
+    source_arrival,
+    source_decision,
+    unusable_epoch,
+    verdict,
+)
+from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, scalability
+from autoscaler.topology import Topology
+
+MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
+LOAD_CHANGE = 0.2  # an ineffective scale-up blocks further ones until the arrival rate moves this much
+MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
+DRAINED_S = 1.0  # a source owing at most this many seconds of its input has no backlog (the lab's measure)
+SEARCH_LIMIT = 4096  # the highest parallelism searched when no bound is set
+
+
+def history_epochs(options: PolicyOptions) -> int:
+    """The epochs of the history window or of the scale-down interval before the decided one, whichever is longer."""
+    span = max(options.effective("scale_down_interval") or 0.0, options.history_window)
+    return math.ceil(span / options.interval - 1e-9)
+
+
+@dataclass(frozen=True)
+class Demand:
+    """The sources' rates that the sizing flows through the graph."""
+
+    keep: dict[str, float]  # per source: the rate a size must take to be kept (forecast + backlog catch-up)
+    change: dict[str, float]  # the same plus the input of a restart: what a new size must take
+    arrival: float  # the sources' total arrival rate, as measured
+    backlog: str | None  # which source owes more than DRAINED_S of its input, in words (None: none)
+    words: dict[str, str]  # per source, how its demand was made
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """One operator's sizing in one epoch, before the scale-down wait."""
+
+    keep_input: float  # records/s it must take at its size
+    change_input: float  # records/s a new size must take
+    capacity: float  # per instance, measured (nan: unknown)
+    optimal: float  # change_input / capacity: DS2's linear estimate
+    parallelism: int  # the size it was made at
+    proposal: int  # limited, bounded and aligned
+    why: str
+
+
+def _usable(topology: Topology, history: Sequence[EpochWindows]) -> list[EpochWindows]:
+    return [e for e in history if unusable_epoch(topology, e.windows) is None]
+
+
+def _total_arrival(topology: Topology, windows: Mapping[str, OperatorWindow], source_rates: Mapping[str, float]) -> float:
+    return sum(source_arrival(windows[op], source_rates.get(op))[0] for op in topology.sources)
+
+
+def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions,
+            source_rates: Mapping[str, float], past: Sequence[EpochWindows]) -> Demand:  # fmt: skip
+    catch_up, restart = options.effective("catch_up_duration"), options.effective("restart_time")
+    horizon = (options.interval + restart) / options.interval
+    keep_rates, change_rates, words = {}, {}, {}
+    backlog = None
+    for op in topology.sources:
+        rate, basis = source_arrival(windows[op], source_rates.get(op))
+        series = [source_arrival(e.windows[op], source_rates.get(op))[0] for e in past] + [rate]
+        forecast = damped_holt(series, horizon)
+        pending = windows[op].pending_records or 0.0
+        sized = max(rate, forecast)
+        keep_rates[op] = sized + pending / catch_up
+        change_rates[op] = keep_rates[op] + rate * restart / catch_up
+        text = f"arrival {rate:,.0f} r/s ({basis})"
+        if forecast > rate:
+            ahead = horizon * options.interval
+            text += f", heading to {forecast:,.0f} r/s over the next {ahead:.0f} s (trend of {len(series)} epochs)"
+        if pending:
+            text += f"; backlog {pending:,.0f} records / {catch_up:g} s catch-up = {pending / catch_up:,.0f} r/s"
+        text += f"; a restart ({restart:g} s) adds {rate * restart / catch_up:,.0f} r/s"
+        words[op] = text
+        if backlog is None and pending > rate * DRAINED_S:
+            backlog = f"{topology.operators[op].name} owes {pending:,.0f} records"
+    return Demand(keep_rates, change_rates, _total_arrival(topology, windows, source_rates), backlog, words)
+
+
+def _capacity(total_now: float, p: int, current: int, alpha_ratio: float, share: float) -> float:
+    """The input rate ``p`` instances take: the scaled capacity, as far as the busiest instance allows."""
+    return total_now * alpha_ratio / (share * p + 1 - share)
+
+
+def _size(op: str, w: OperatorWindow, need: float, options: PolicyOptions, epochs: Sequence[EpochWindows]) -> tuple[int, str]:
+    """The smallest parallelism whose capacity takes ``need`` records/s, and the words for it."""
+    fit = scalability(op, epochs)
+    share = hot_share(w)
+    current, total = w.parallelism, w.true_processing_rate
+    _, high = options.bounds(op, w.max_parallelism)
+    limit = min(high, SEARCH_LIMIT)
+
+    def capacity(p: int) -> float:
+        return _capacity(total, p, current, fit.ratio(p, current), share)
+
+    why = fit.words()
+    if share:
+        why += f"; one key sends {share:.0%} of the input to the busiest instance"
+    if total <= 0:
+        return current, why + "; no processing observed: capacity unknown"
+    for p in range(1, limit + 1):
+        if capacity(p) >= need:
+            return p, why + f"; {p} take {capacity(p):,.0f} r/s"
+        if p >= current and capacity(p + 1) < capacity(p) * (1 + MARGINAL_GAIN) and capacity(p) < need:
+            # Beyond here no instance adds 5 %: the hot key or the operator's scaling is the limit.
+            return p, why + f"; no parallelism takes {need:,.0f} r/s: {p} take {capacity(p):,.0f}, one more adds < 5 %"
+    return limit, why + f"; {limit} (the highest allowed) take {capacity(limit):,.0f} r/s"
+
+
+def _sizings(topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions,
+             source_rates: Mapping[str, float], past: Sequence[EpochWindows],
+             epoch: int) -> tuple[dict[str, Sizing], Demand]:  # fmt: skip
+    """Per non-source operator its sizing (past: the usable epochs before this one, oldest first)."""
+    demand = _demand(topology, windows, options, source_rates, past)
+    epochs = [*past, EpochWindows(epoch, windows)]
+    arrivals = [_total_arrival(topology, e.windows, source_rates) for e in epochs]
+    keep_out, change_out = dict(demand.keep), dict(demand.change)
+    out: dict[str, Sizing] = {}
+    for op in topology.order:
+        if topology.operators[op].is_source:
+            continue
+        w = windows[op]
+        keep_in = sum(keep_out[up] for up in topology.upstream(op)) * (1 + options.factor)
+        change_in = sum(change_out[up] for up in topology.upstream(op)) * (1 + options.factor)
+        selectivity = w.true_output_rate / w.true_processing_rate if w.true_processing_rate > 0 else 0.0
+        keep_out[op], change_out[op] = selectivity * keep_in, selectivity * change_in
+        current = w.parallelism
+        capacity = w.true_processing_rate / current
+        optimal = change_in / capacity if capacity > 0 else (math.inf if change_in > 0 else math.nan)
+        # Hysteresis both ways: a new size must take the input with the restart's (so a scale-down is
+        # not undone by its own restart), and a size that takes it without a restart is kept.
+        kept, _ = _size(op, w, keep_in, options, epochs)
+        raw, why = _size(op, w, change_in, options, epochs)
+        why = f"input {change_in:,.0f} r/s with a restart, {keep_in:,.0f} without; capacity {capacity:,.1f} r/s each" + why
+        if raw > current >= kept:
+            raw, why = current, why + f"; {current} take it without a restart: no scale-up for the restart alone"
+        scale_up = last_scale_up(op, epochs, arrivals)
+        if raw > current and scale_up and scale_up.gain < options.effectiveness_threshold:
+            moved = abs(demand.arrival / scale_up.arrival - 1) if scale_up.arrival > 0 else math.inf
+            if moved <= LOAD_CHANGE:
+                why += (f"; the scale-up {scale_up.before} -> {scale_up.after} (epoch {scale_up.epoch}) bought "
+                        f"{scale_up.gain:.0%} of the capacity it promised, under {options.effectiveness_threshold:.0%}: "
+                        f"no further scale-up until the load moves {LOAD_CHANGE:.0%} (it moved {moved:.0%})")  # fmt: skip
+                raw = current
+        if raw < current and demand.backlog:
+            why += f"; no scale-down while a backlog drains ({demand.backlog})"
+            raw = current
+        proposal, limits = bounded(op, raw, w, options)
+        out[op] = Sizing(keep_in, change_in, capacity, optimal, current, proposal, why + f" = {raw}" + limits)
+    return out, demand
+
+
+def evaluate_epoch(
+    topology: Topology,
+    windows: Mapping[str, OperatorWindow],
+    options: PolicyOptions,
+    source_rates: Mapping[str, float] | None = None,
+    history: Sequence[EpochWindows] = (),
+    epoch: int | None = None,
+) -> list[Decision]:
+    """Decisions for every operator of ``topology`` for one epoch; ``history``: the epochs before, oldest first."""
+    options = options.resolved(topology)
+    source_rates = source_rates or {}
+    unusable = unusable_epoch(topology, windows)
+    if unusable is not None:
+        return unusable
+    past = _usable(topology, history)
+    if epoch is None:
+        epoch = history[-1].epoch + 1 if history else 0
+    sizings, demand = _sizings(topology, windows, options, source_rates, past, epoch)
+    # The scale-down wait: each of the previous epochs of the interval, at this size, proposed one too.
+    needed = math.ceil((options.effective("scale_down_interval") or 0.0) / options.interval - 1e-9)
+    recent = {e.epoch: e for e in past}
+    earlier = []
+    for e in range(epoch - needed, epoch):
+        if e in recent:
+            before = [x for x in past if x.epoch < e]
+            earlier.append(_sizings(topology, recent[e].windows, options, source_rates, before, e)[0])
+        else:
+            earlier.append(None)
+    decisions = []
+    for op in topology.order:
+        w = windows[op]
+        if topology.operators[op].is_source:
+            rate, _ = source_arrival(w, source_rates.get(op))
+            decisions.append(source_decision(topology, windows, op, rate, demand.words[op]))
+            continue
+        s, current = sizings[op], w.parallelism
+        target, why = s.proposal, s.why
+        if target < current:
+            downs = [x[op].proposal for x in earlier if x and x[op].parallelism == current and x[op].proposal < current]
+            if len(downs) >= needed:
+                target = max([target, *downs])
+                why += f"; scale-down proposed for {len(downs) + 1} epochs at {current}: the largest, {target}"
+            else:
+                why += f"; scale-down waits: proposed for {len(downs) + 1} epochs at {current}, needs {needed + 1}"
+                target = current
+        decisions.append(
+            replace(
+                keep(topology, windows, op, why + verdict(current, target)),
+                capacity_per_instance=s.capacity,
+                target_input_rate=s.change_input if target != current else s.keep_input,
+                target_output_rate=None,
+                optimal_parallelism=s.optimal,
+                target_parallelism=target,
+            )
+        )
+    return decisions

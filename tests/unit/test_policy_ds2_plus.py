@@ -1,0 +1,165 @@
+"""The ds2_plus kind: DS2's sizing plus backlog, skew, scalability, effectiveness and time, each shown alone."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from autoscaler.config.options import PolicyOptions
+from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
+from autoscaler.policy.signals import damped_holt, hot_share, scalability
+from tests.helpers import topology
+
+TOPO = topology([("src", "count")], {"src": 2, "count": 1})
+CAPACITY = 5_700.0  # one Count instance, records/s (175 us a record)
+
+
+def chain(count_p: int, rate: float, *, pending: float = 0.0, capacity: float | None = None, hot: float = 0.0,
+          warm: bool = False) -> dict[str, OperatorWindow]:  # fmt: skip
+    """Source -> Count. ``capacity``: Count's total capacity (default linear); ``hot``: one key's share."""
+    total = count_p * CAPACITY if capacity is None else capacity
+    taken = min(rate, total)
+    busiest = taken * (hot + (1 - hot) / count_p)
+    return {
+        "src": OperatorWindow(2, 2, 0.0, rate, taken, pending_records=pending),
+        "count": OperatorWindow(count_p, count_p, total, total, taken, observed_processing_rate=taken,
+                                observed_processing_rate_max=busiest, busy_ratio_max=min(1.0, taken / total),
+                                warmup_instances=count_p if warm else 0),
+    }  # fmt: skip
+
+
+def decide(windows, history=(), epoch=None, **options) -> dict[str, tuple[int, str]]:
+    opts = PolicyOptions(kind="ds2_plus", interval=30.0, **options)
+    decisions = policy_for("ds2_plus")(TOPO, windows, opts, None, history, epoch)
+    return {d.operator_id: (d.target_parallelism, d.reason) for d in decisions}
+
+
+def count(windows, history=(), epoch=None, **options) -> int:
+    return decide(windows, history, epoch, **options)["count"][0]
+
+
+def steady(count_p: int, rate: float, epochs: range, **kw) -> list[EpochWindows]:
+    return [EpochWindows(e, chain(count_p, rate, **kw)) for e in epochs]
+
+
+def test_a_linear_step_is_sized_as_ds2_sizes_it_plus_the_restart_input():
+    # 20,000 r/s on 5,700 per instance: DS2 says 3.5 -> 4; the restart's 10 s of input over a 60 s catch-up
+    # adds 3,333 r/s: 23,333 / 5,700 = 4.09 -> 5 (the backlog a restart leaves is worked off too).
+    assert count(chain(1, 20_000), restart_time=0.0) == 4
+    assert count(chain(1, 20_000)) == 5
+    assert policy_for("ds2")(TOPO, chain(1, 20_000), PolicyOptions())[1].target_parallelism == 4
+
+
+def test_a_backlog_is_worked_off_within_the_catch_up():
+    # 600,000 records owed over 60 s: 10,000 r/s more than the 20,000 arriving.
+    assert count(chain(1, 20_000, pending=600_000), restart_time=0.0) == 6
+    assert "backlog 600,000 records / 60 s catch-up = 10,000 r/s" in decide(chain(1, 20_000, pending=600_000))["src"][1]
+
+
+def test_no_scale_up_for_the_restart_input_alone():
+    # 4 instances take 22,800 r/s: enough for 20,000 now, not with a restart's 3,333 more. Keep 4.
+    target, why = decide(chain(4, 20_000))["count"]
+    assert target == 4 and "no scale-up for the restart alone" in why
+
+
+def test_no_scale_down_while_a_backlog_drains():
+    # 8 instances for 10,000 r/s would go to 3, but the sources owe 2 s of input.
+    history = steady(8, 10_000, range(1, 21))
+    assert count(chain(8, 10_000), history, epoch=21) == 3
+    target, why = decide(chain(8, 10_000, pending=20_000), history, epoch=21)["count"]
+    assert target == 8 and "no scale-down while a backlog drains" in why
+
+
+def test_a_scale_down_waits_its_interval_then_takes_the_largest_proposal():
+    options = {"scale_down_interval": 120.0}  # 4 epochs before this one
+    assert history_epochs(PolicyOptions(kind="ds2_plus", interval=30.0, **options)) == 20  # the 10-min history is longer
+    low = chain(8, 10_000)  # wants 3
+    target, why = decide(low, steady(8, 10_000, range(18, 20)), epoch=20, **options)["count"]
+    assert target == 8 and "scale-down waits: proposed for 3 epochs at 8, needs 5" in why
+    history = steady(8, 15_000, range(16, 18)) + steady(8, 10_000, range(18, 20))  # 15,000 wants 4
+    assert count(low, history, epoch=20, **options) == 4  # the largest of the window
+    # An epoch of the window missing (quarantined, never collected): it did not propose the scale-down.
+    gap = [e for e in history if e.epoch != 17]
+    assert count(low, gap, epoch=20, **options) == 8
+    # An epoch proposing no scale-down (46,000 r/s needs all 8) starts the wait again.
+    busy = [EpochWindows(17, chain(8, 44_000)) if e.epoch == 17 else e for e in history]
+    assert count(low, busy, epoch=20, **options) == 8
+
+
+def test_a_hot_key_is_sized_by_the_busiest_instance():
+    # 13,000 r/s, one key 30 % of it. DS2 sums the instances: 3 take 17,100. But the busiest instance gets
+    # 0.3 + 0.7 / p of the input: it keeps up only from p = 6 (13,000 * 0.4167 = 5,417 <= 5,700).
+    w = chain(3, 13_000, hot=0.3)
+    assert abs(hot_share(w["count"]) - 0.3) < 1e-9
+    assert policy_for("ds2")(TOPO, w, PolicyOptions())[1].target_parallelism == 3
+    target, why = decide(w, restart_time=0.0)["count"]
+    assert target == 6 and "one key sends 30% of the input to the busiest instance" in why
+
+
+def test_a_hot_key_no_parallelism_can_help_is_not_chased():
+    # One key 60 % of 13,000 r/s: 7,800 r/s to one instance of 5,700. No p helps; stop where one more adds < 5 %.
+    target, why = decide(chain(3, 13_000, hot=0.6), restart_time=0.0)["count"]
+    assert target < 8 and "no parallelism takes" in why
+
+
+def test_even_key_groups_are_not_a_hot_key():
+    # 43/43/42 of 128 key groups on 3 instances: the busiest has 33.6 %, not a hot key.
+    w = chain(3, 12_000)["count"]
+    assert hot_share(replace(w, observed_processing_rate_max=12_000 * 43 / 128)) == 0.0
+
+
+def test_observed_scalability_gives_a_sublinear_operator_its_extra_instance():
+    # Count measured at 3, 4 and 5 instances, each further instance adding 0.8 of one (alpha 0.8): 5 take
+    # 27,623 r/s, 5,525 each. For 33,000 r/s DS2, linear from 5,525 each, says 5.97 -> 6; the fit says 6
+    # take 32,884 r/s, not 33,147: 7.
+    def at(p: int) -> float:
+        return 3 * CAPACITY * (1 + 0.8 * (p - 1)) / (1 + 0.8 * 2)
+
+    history = [EpochWindows(e, chain(p, 20_000, capacity=at(p))) for e, p in enumerate((3, 3, 4, 4, 5), start=1)]
+    fit = scalability("count", history)
+    assert abs(fit.alpha - 0.8) < 1e-6 and fit.points == 5
+    now = chain(5, 33_000, capacity=at(5))
+    linear = policy_for("ds2")(TOPO, now, PolicyOptions())[1].target_parallelism
+    fitted = count(now, history, epoch=6, restart_time=0.0)
+    assert fitted > linear
+    assert "observed scalability 0.80" in decide(now, history, epoch=6)["count"][1]
+
+
+def test_a_scale_up_that_bought_nothing_blocks_the_next_until_the_load_moves():
+    # CPU-bound Count: 3 instances take 18,400, 4 take 18,900 (promised 24,500): 8 % of the promise.
+    history = [EpochWindows(1, chain(3, 22_000, capacity=18_400)), EpochWindows(2, chain(4, 22_000, capacity=18_900))]
+    now = chain(4, 22_000, capacity=18_900)
+    target, why = decide(now, history, epoch=3, restart_time=0.0)["count"]
+    assert target == 4 and "bought 8% of the capacity it promised" in why
+    # The load moves 30 %: the block lifts.
+    assert count(chain(4, 28_600, capacity=18_900), history, epoch=3, restart_time=0.0) > 4
+
+
+def test_a_ramp_is_met_ahead():
+    # The arrival rose 2,000 r/s an epoch for 5 epochs, to 22,000 now: 4 instances take 22,800, DS2 keeps 4;
+    # sized for where the ramp is heading over the next epoch, 5.
+    history = [EpochWindows(e, chain(8, 12_000 + 2_000 * e)) for e in range(0, 5)]
+    now = chain(4, 22_000)
+    assert damped_holt([12_000, 14_000, 16_000, 18_000, 20_000, 22_000], 1.0) > 23_000
+    target = count(now, history, epoch=5, restart_time=0.0)
+    assert target > count(now, restart_time=0.0) and "heading to" in decide(now, history, epoch=5)["src"][1]
+
+
+def test_warm_up_and_incomplete_epochs_decide_nothing():
+    target, why = decide(chain(4, 20_000, warm=True))["count"]
+    assert target == 4 and why.startswith("warm-up window")
+
+
+def test_the_restart_time_is_the_median_of_the_measured_downtimes(tmp_path):
+    from autoscaler.policy.restarts import measured_restart_time
+    from autoscaler.record.audit import record_action
+    from autoscaler.store.schemas import ACTIONS
+
+    assert measured_restart_time(tmp_path, "j", None) is None
+    blank = {c.name: None for c in ACTIONS.columns} | {"mechanism": "savepoint-restart", "old_parallelism": "{}",
+             "new_parallelism": "{}", "message": "", "started_at": datetime(2026, 11, 25, tzinfo=UTC)}  # fmt: skip
+    for epoch, downtime in ((3, 4.0), (9, 3.0), (15, None), (21, 12.0)):
+        record_action(tmp_path, blank | {"job": "j", "epoch": epoch, "action_id": f"a{epoch}", "outcome": "succeeded",
+                                         "downtime_s": downtime})  # fmt: skip
+    assert measured_restart_time(tmp_path, "j", None) == 4.0  # median of 4, 3 and 12
+    assert measured_restart_time(tmp_path, "j", 10) == 3.5  # only the rescales before epoch 10
