@@ -113,6 +113,7 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
         mechanism=job.mechanism,
         parallelism=plan.current if plan else {},
         plan_summary=plan.summary if plan else None,
+        plan_action=plan.action if plan else None,
         answer=ti.xcom_pull(task_ids="approve", key="answer") if job.approval.required else None,
         rescaled=ti.xcom_pull(task_ids="rescale"),
         failed_tasks=_failed_tasks(context),

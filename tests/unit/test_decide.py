@@ -24,6 +24,13 @@ def job(**policy):
     return parse_jobs({"jobs": [copy.deepcopy(entry)]}, "jobs.yaml")[0]
 
 
+def job_with(**fields):
+    """A job with top-level fields set (``job`` sets policy options)."""
+    entry = {"name": "wc", "flink_job_name": "wordcount", "jar": "build/ds2-testjob.jar",
+             "parallelism_args": {"Count": "--count-parallelism", "Sink": "--sink-parallelism"}} | fields  # fmt: skip
+    return parse_jobs({"jobs": [entry]}, "jobs.yaml")[0]
+
+
 def rows(count=(1, 4), sink=(1, 1), status="ok"):
     def row(op, name, current, target, is_source=False):
         return {
@@ -115,3 +122,42 @@ def test_sources_never_change():
     r = rows()
     r[0]["target_parallelism"] = 9
     assert "Source" not in decide(job(), 10, r, decided_epochs_since_rescale=1).target
+
+
+def test_a_recommendation_only_job_records_the_rescale_and_never_acts():
+    from autoscaler.decide.rules import RECOMMEND
+
+    recommending = job_with(recommendation_only=True)
+    plan = decide(recommending, 10, rows(), decided_epochs_since_rescale=1, free_slots=6, now=NOW)
+    assert plan.action == RECOMMEND and plan.target == {"Count": 4}
+    assert plan.summary == "recommended, not acted on (recommendation-only job): rescale Count 1→4"
+    # The rules still hold it back as they would a rescale: a recommendation is what would be done.
+    held = decide(recommending, 10, rows(), last_rescale=LastRescale(9, NOW), decided_epochs_since_rescale=1, now=NOW)
+    assert held.action == NOOP
+
+
+@pytest.mark.parametrize(
+    ("periods", "at", "acted"),
+    [
+        (["11:30-12:30"], NOW, False),
+        (["11:30-12:00"], NOW, True),  # the end is outside
+        (["23:00-01:00"], NOW.replace(hour=0, minute=15), False),  # wraps midnight
+        (["23:00-01:00"], NOW, True),
+    ],
+)
+def test_an_excluded_period_records_the_recommendation_only(periods, at, acted):
+    from autoscaler.decide.rules import RECOMMEND
+
+    plan = decide(job_with(excluded_periods=periods), 10, rows(), decided_epochs_since_rescale=1, now=at)
+    assert plan.action == (RESCALE if acted else RECOMMEND)
+    if not acted:
+        assert plan.summary == f"recommended, not acted on (excluded period {periods[0]} UTC): rescale Count 1→4"
+
+
+def test_a_recommendation_is_recorded_as_recommended():
+    from autoscaler.record.outcomes import RECOMMENDED, EpochRun, epoch_row
+
+    run = EpochRun("a1", "savepoint-restart", {"Count": 1}, plan_summary="recommended, not acted on (...)",
+                   plan_action="recommend")  # fmt: skip
+    row = epoch_row("wc", 10, run)
+    assert row["outcome"] == RECOMMENDED and row["message"].startswith("recommended, not acted on")

@@ -112,3 +112,20 @@ def test_lateness_defaults_to_one_interval():
     assert one(policy_interval="10s", collect={"short_window": "4s"}).lateness_s == 30
     assert one(validation={"lateness_s": 7}).lateness_s == 7
     assert one(policy_interval="1m").max_boundary_age_s == 120
+
+
+def test_two_registrations_of_one_flink_job_are_a_config_error():
+    other = BASE | {"name": "wc-copy"}
+    with pytest.raises(InputError) as err:
+        parse_jobs({"jobs": [BASE, other]}, "jobs.yaml")
+    assert str(err.value) == (
+        "jobs.yaml: job 'wc-copy': flink_job_name: registers Flink job 'wordcount' on 'flink_default', as job 'wc' does"
+    )
+    # The same Flink job name on another cluster is another job.
+    assert len(parse_jobs({"jobs": [BASE, other | {"flink_conn_id": "flink_other"}]}, "jobs.yaml")) == 2
+
+
+@pytest.mark.parametrize("period", ["25:00-01:00", "2:00-04:00", "02:00-02:00", "02:00 - 04:00", "02:00-04:00x"])
+def test_an_excluded_period_must_be_a_daily_window(period):
+    with pytest.raises(InputError, match="excluded_periods:"):
+        one(excluded_periods=[period])

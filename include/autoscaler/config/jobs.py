@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -68,6 +69,32 @@ class Approval:
         return "Approve" if self.on_timeout == "approve" else "Reject"
 
 
+_PERIOD = re.compile(r"(?P<a>(?:[01]\d|2[0-3]):[0-5]\d)-(?P<b>(?:[01]\d|2[0-3]):[0-5]\d)")
+
+
+@dataclass(frozen=True)
+class ExcludedPeriod:
+    """A daily UTC window with no rescale, ``start`` to ``end`` (minutes of the day; it wraps midnight when end < start)."""
+
+    text: str
+    start: int
+    end: int
+
+    @classmethod
+    def parse(cls, text: str) -> ExcludedPeriod:
+        match = _PERIOD.fullmatch(text)
+        if match is None:
+            raise ValueError(f"{text!r} is not a daily UTC window HH:MM-HH:MM")
+        start, end = (int(t[:2]) * 60 + int(t[3:]) for t in (match["a"], match["b"]))
+        if start == end:
+            raise ValueError(f"{text!r} is empty: start and end are equal")
+        return cls(text, start, end)
+
+    def contains(self, when: datetime) -> bool:
+        minute = when.astimezone(UTC).hour * 60 + when.astimezone(UTC).minute
+        return self.start <= minute < self.end if self.start < self.end else minute >= self.start or minute < self.end
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """One registered Flink job and how to scale it."""
@@ -89,6 +116,8 @@ class JobConfig:
     savepoint_timeout: timedelta = opt.SAVEPOINT_TIMEOUT.default
     start_timeout: timedelta = opt.START_TIMEOUT.default
     tags: tuple[str, ...] = opt.TAGS.default
+    recommendation_only: bool = opt.RECOMMENDATION_ONLY.default
+    excluded_periods: tuple[ExcludedPeriod, ...] = ()
 
     @property
     def dag_id(self) -> str:
@@ -273,10 +302,19 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
         savepoint_timeout=f.option(opt.SAVEPOINT_TIMEOUT),
         start_timeout=f.option(opt.START_TIMEOUT),
         tags=f.option(opt.TAGS),
+        recommendation_only=f.option(opt.RECOMMENDATION_ONLY),
+        excluded_periods=_excluded_periods(f),
     )
     f.done()
     _check_validation(config, where)
     return config
+
+
+def _excluded_periods(f: Fields) -> tuple[ExcludedPeriod, ...]:
+    try:
+        return tuple(ExcludedPeriod.parse(text) for text in f.option(opt.EXCLUDED_PERIODS))
+    except ValueError as exc:
+        raise f.error(opt.EXCLUDED_PERIODS.name, str(exc)) from None
 
 
 def _check_validation(config: JobConfig, where: str) -> None:
@@ -311,7 +349,13 @@ def parse_jobs_each(data: Any, source: str) -> tuple[list[JobConfig], list[Input
         if clash is not None:
             errors.append(InputError(f"{source}: job {job.name!r}", f"name: clashes with job {clash!r} (same name or DAG id)"))
             continue
-        seen[job.name] = seen[job.dag_id] = job.name
+        # Two registrations of one Flink job would each rescale it on their own decisions.
+        flink_job = f"{job.flink_conn_id}/{job.flink_job_name}"
+        if flink_job in seen:
+            problem = f"registers Flink job {job.flink_job_name!r} on {job.flink_conn_id!r}, as job {seen[flink_job]!r} does"
+            errors.append(InputError(f"{source}: job {job.name!r}", f"flink_job_name: {problem}"))
+            continue
+        seen[job.name] = seen[job.dag_id] = seen[flink_job] = job.name
         jobs.append(job)
     return jobs, errors
 

@@ -197,6 +197,16 @@ IGNORE_SCALE_DOWN_BY = Option(
     0,
 )
 COOLDOWN = Option("policy.cooldown", "duration", timedelta(0), "Minimum time from the end of a rescale to the next one.")
+RECOMMENDATION_ONLY = Option(
+    "recommendation_only", "boolean", False,
+    "The whole chain runs, decides and records what it would do (outcome 'recommended'); the job is never "
+    "rescaled (Flink: job.autoscaler.scaling.enabled=false). Not an approval gate.",
+)  # fmt: skip
+EXCLUDED_PERIODS = Option(
+    "excluded_periods", "strings", (),
+    "Daily UTC windows 'HH:MM-HH:MM' (one may wrap midnight) in which nothing is rescaled; the recommendation is "
+    "still recorded (outcome 'recommended'). Flink: job.autoscaler.excluded.periods.",
+)  # fmt: skip
 # -- approve ------------------------------------------------------------------------------------
 APPROVAL_REQUIRED = Option("approval.required", "boolean", False, "A person approves each rescale in the Airflow UI first.")
 APPROVERS = Option("approval.approvers", "strings", (), "Airflow user names allowed to answer; empty: any user with access.")

@@ -14,8 +14,11 @@ the job on noise. A proposal becomes a rescale only when it passes, in this orde
    itself holds, which a restart releases); a proposal that does not fit is reduced, or blocked
    when nothing would change.
 
-The outcome is a :class:`ScalingPlan`: ``rescale`` with a target per operator, or ``noop`` with
-the reason. Pure Python: the Airflow decide task only gathers the inputs and branches on it.
+7. acting: a recommendation-only job, or a time inside one of its excluded periods, records the
+   rescale it would make (``recommend``) and never acts on it.
+
+The outcome is a :class:`ScalingPlan`: ``rescale`` with a target per operator, ``recommend`` with the
+same, or ``noop`` with the reason. Pure Python: the Airflow decide task only gathers the inputs and branches on it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from autoscaler.config.jobs import JobConfig
 
 RESCALE = "rescale"
 NOOP = "noop"
+RECOMMEND = "recommend"  # a rescale decided and recorded, never acted on (recommendation-only job, excluded period)
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class OperatorPlan:
 class ScalingPlan:
     job: str
     epoch: int
-    action: str  # rescale or noop
+    action: str  # rescale, noop or recommend
     summary: str
     operators: list[OperatorPlan]
     validation: str | None = None  # the validation verdict / Data Docs page, for the approval body
@@ -219,7 +223,18 @@ def decide(
     summary = "rescale " + ", ".join(f"{op.operator_name} {op.current}→{op.final}" for op in ops if op.changes)
     if capacity_note:
         summary += f" (reduced: {capacity_note})"
+    withheld = _withheld(job, now)
+    if withheld:
+        return ScalingPlan(name, epoch, RECOMMEND, f"recommended, not acted on ({withheld}): {summary}", ops, validation)
     return ScalingPlan(name, epoch, RESCALE, summary, ops, validation)
+
+
+def _withheld(job: JobConfig, now: datetime | None) -> str | None:
+    """Why a decided rescale is only recorded (recommendation-only job, excluded period); None: it is acted on."""
+    if job.recommendation_only:
+        return "recommendation-only job"
+    period = next((p for p in job.excluded_periods if now is not None and p.contains(now)), None)
+    return f"excluded period {period.text} UTC" if period else None
 
 
 def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decided: int, now: datetime | None) -> str | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from autoscaler.decide.rules import RECOMMEND
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.store.parquet import epoch_block
 
@@ -24,6 +25,7 @@ from autoscaler.store.schemas import (  # noqa: F401 - re-exported: the words ev
     FAILED,
     NOOP,
     NOT_ACTED,
+    RECOMMENDED,
     REJECTED,
     RESCALE_OUTCOMES,
     RESTARTED,
@@ -80,6 +82,7 @@ class EpochRun:
     mechanism: str
     parallelism: Mapping[str, int]  # the job's parallelism when the epoch was decided
     plan_summary: str | None = None  # the decide task's summary (None: nothing was decided)
+    plan_action: str | None = None  # the decide task's action: rescale, noop or recommend
     answer: Mapping[str, Any] | None = None  # the approval: chosen, by, timed_out
     rescaled: Mapping[str, Any] | None = None  # RescaleResult.to_dict() of the rescale task
     failed_tasks: Sequence[str] = field(default_factory=tuple)  # tasks that failed themselves
@@ -109,7 +112,8 @@ def epoch_row(job: str, epoch: int, run: EpochRun, stored_validation: Callable[[
         message = f"{', '.join(failed)} failed: {what or 'see the task logs'}"
         row = action_row(job, epoch, outcome=SKIPPED, message=message, **common)
     elif run.plan_summary is not None:
-        row = action_row(job, epoch, outcome=NOOP, message=run.plan_summary, flink_job_id=run.flink_job_id, **common)
+        outcome = RECOMMENDED if run.plan_action == RECOMMEND else NOOP
+        row = action_row(job, epoch, outcome=outcome, message=run.plan_summary, flink_job_id=run.flink_job_id, **common)
     else:
         row = action_row(job, epoch, outcome=SKIPPED, message=run.validation_summary or "nothing was decided", **common)
     if row.get("old_flink_job_id") is None and run.flink_job_id:

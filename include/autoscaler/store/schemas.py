@@ -76,10 +76,11 @@ _KEYS = (
 # The outcome of an epoch (ACTIONS.outcome). A rescale reports one of RESCALE_OUTCOMES.
 SUCCEEDED, FAILED, ROLLED_BACK, NOOP = "succeeded", "failed", "rolled-back", "noop"
 RESCALE_OUTCOMES = (SUCCEEDED, FAILED, ROLLED_BACK, NOOP)
-# Outcomes of an epoch in which nothing was rescaled.
-SKIPPED, REJECTED = "skipped", "rejected"
-NOT_ACTED = (NOOP, SKIPPED, REJECTED)
-ALL = (*RESCALE_OUTCOMES, SKIPPED, REJECTED)
+# Outcomes of an epoch in which nothing was rescaled. RECOMMENDED: a rescale was decided but not acted on
+# (recommendation-only job, excluded period).
+SKIPPED, REJECTED, RECOMMENDED = "skipped", "rejected", "recommended"
+NOT_ACTED = (NOOP, SKIPPED, REJECTED, RECOMMENDED)
+ALL = (*RESCALE_OUTCOMES, SKIPPED, REJECTED, RECOMMENDED)
 # After these the job runs anew (new job id or restarted tasks): warm-up and cooldown count from them.
 RESTARTED = (SUCCEEDED, ROLLED_BACK)
 # These make the epoch's run fail, so that it shows red in the UI.
@@ -160,7 +161,7 @@ ACTIONS = Table(
         Column("new_parallelism", "string", False, "Operator -> parallelism requested (JSON)."),
         Column("savepoint_path", "string", True, "Savepoint used, if any."),
         Column("downtime_s", "double", True, "Stop request to all tasks running at the new parallelism."),
-        Column("outcome", "string", False, "succeeded, failed, rolled-back, noop, skipped or rejected."),
+        Column("outcome", "string", False, "succeeded, failed, rolled-back, noop, skipped, rejected or recommended."),
         Column("message", "string", False, "What happened, in words."),
         Column("started_at", "timestamp", False, "UTC."),
         Column("finished_at", "timestamp", True, "UTC."),
