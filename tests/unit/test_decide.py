@@ -161,3 +161,14 @@ def test_a_recommendation_is_recorded_as_recommended():
                    plan_action="recommend")  # fmt: skip
     row = epoch_row("wc", 10, run)
     assert row["outcome"] == RECOMMENDED and row["message"].startswith("recommended, not acted on")
+
+
+@pytest.mark.parametrize("bad", [0, -3, float("nan"), float("inf")])
+def test_a_proposal_of_zero_negative_or_nan_is_refused_with_a_reason(bad):
+    decisions = rows()
+    decisions[1]["target_parallelism"] = bad
+    plan = decide(job(), 10, decisions, decided_epochs_since_rescale=1, free_slots=6, now=NOW)
+    assert plan.action == NOOP and plan.target == {}
+    assert plan.summary == (
+        f"the epoch's decisions cannot be acted on: decision of 'Count': target_parallelism is {bad!r}, not a parallelism >= 1"
+    )
