@@ -163,3 +163,10 @@ def test_the_restart_time_is_the_median_of_the_measured_downtimes(tmp_path):
                                          "downtime_s": downtime})  # fmt: skip
     assert measured_restart_time(tmp_path, "j", None) == 4.0  # median of 4, 3 and 12
     assert measured_restart_time(tmp_path, "j", 10) == 3.5  # only the rescales before epoch 10
+
+
+def test_a_step_is_not_read_as_a_ramp():
+    # Flat at 12,000, then one jump to 22,000: a step. Sized for 22,000 (4 take 22,800), not a trend's 25,000+.
+    history = [EpochWindows(e, chain(8, 12_000)) for e in range(0, 5)]
+    assert "heading to" not in decide(chain(4, 22_000), history, epoch=5, restart_time=0.0)["src"][1]
+    assert count(chain(4, 22_000), history, epoch=5, restart_time=0.0) == 4

@@ -5,8 +5,9 @@ scaling, ramps, sines, spikes and CPU-bound operators (``docs/policy-lab.md``). 
 model -- the sources' rates flow through the graph at the observed selectivities, each operator
 sized from its true processing rate in one step -- and sizes for more than one window's rate:
 
-- **demand**: each source's arrival rate, or where its trend (:func:`~autoscaler.policy.signals.damped_holt`
-  over the history) says it is heading over the next interval plus a restart, whichever is higher;
+- **demand**: each source's arrival rate, or, once it has risen two epochs in a row, where its trend
+  (:func:`~autoscaler.policy.signals.damped_holt` over the history) says it is heading over the next
+  interval plus a restart;
   plus its backlog worked off within ``catch_up_duration``; plus, for a change, the input that
   arrives during the restart (``restart_time``: the policy run fills it with the median of the
   job's measured downtimes);
@@ -33,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.base import (
@@ -51,6 +53,7 @@ from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
 LOAD_CHANGE = 0.2  # an ineffective scale-up blocks further ones until the arrival rate moves this much
+RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row before its trend is sized for
 MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
 DRAINED_S = 1.0  # a source owing at most this many seconds of its input has no backlog (the lab's measure)
 SEARCH_LIMIT = 4096  # the highest parallelism searched when no bound is set
@@ -103,7 +106,11 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
     for op in topology.sources:
         rate, basis = source_arrival(windows[op], source_rates.get(op))
         series = [source_arrival(e.windows[op], source_rates.get(op))[0] for e in past] + [rate]
-        forecast = damped_holt(series, horizon)
+        # Only a rise over two epochs in a row is a trend: one jump is a step, which the trend would
+        # carry on as a ramp (a step 20k -> 25k read as heading to 28k).
+        last = series[-RISING_EPOCHS - 1 :]
+        rising = len(last) == RISING_EPOCHS + 1 and all(a < b for a, b in pairwise(last))
+        forecast = damped_holt(series, horizon) if rising else rate
         pending = windows[op].pending_records or 0.0
         sized = max(rate, forecast)
         keep_rates[op] = sized + pending / catch_up
@@ -111,7 +118,7 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         text = f"arrival {rate:,.0f} r/s ({basis})"
         if forecast > rate:
             ahead = horizon * options.interval
-            text += f", heading to {forecast:,.0f} r/s over the next {ahead:.0f} s (trend of {len(series)} epochs)"
+            text += f", heading to {forecast:,.0f} r/s over the next {ahead:.0f} s (rising for {RISING_EPOCHS}+ epochs)"
         if pending:
             text += f"; backlog {pending:,.0f} records / {catch_up:g} s catch-up = {pending / catch_up:,.0f} r/s"
         text += f"; a restart ({restart:g} s) adds {rate * restart / catch_up:,.0f} r/s"
