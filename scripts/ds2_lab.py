@@ -1,7 +1,8 @@
 """The policy lab: the same workloads, several policies, measured against ground truth.
 
-    .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy ds2|utilization|rules[,...] --out DIR [--inputs oracle]
+    .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy ds2|utilization|rules|ds2_plus[,...] --out DIR [--inputs oracle]
     .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab] [--inputs oracle]
+                                              [--policies ds2_plus --runs 3]
     .venv/bin/python scripts/ds2_lab.py compare DIR ...
     .venv/bin/python scripts/ds2_lab.py ground-truth SCENARIO.yaml ...
 
@@ -12,7 +13,8 @@ side by side on one cluster (one job each) unless an operator is CPU-bound (then
 other: they would compete for the cores). Each policy's ``DIR/<policy>/`` (``DIR`` itself for one
 policy) gets ``result.json``, ``report.md`` and ``chart.png``; a finished result is kept and
 skipped, so an interrupted sweep resumes. ``sweep`` runs every scenario under
-benchmarks/scenarios/ with all three policies and ends with ``compare``. Ground truth curves that
+benchmarks/scenarios/ with every kind (or ``--policies``), each ``--runs`` times side by side (run
+labels ``kind``, ``kind-2``, ...; ``compare`` adds their median and range), and ends with ``compare``. Ground truth curves that
 a scenario needs and the cache lacks are measured first on the same cluster.
 
 Inputs are **honest** by default: the policies see what production sees, each source's records
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import sys
 import time
@@ -43,7 +46,7 @@ from harness import machine, machine_line, write_results
 
 from autoscaler.config.options import POLICY_KINDS
 from autoscaler.lab import ground_truth as gt
-from autoscaler.lab.report import compare_table, report_md
+from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
 from autoscaler.lab.scenario import SCALED, Scenario, load_scenario
 from autoscaler.record.loop_report import EpochRow
@@ -131,10 +134,26 @@ def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: 
         "savepoint_dir": f"file://{savepoints}",
         "policy_interval": f"{scenario.interval_s:g}s",
         "collect": collect,
-        "policy": {"kind": policy, "max_parallelism": dict(scenario.max_parallelism)},
+        "policy": {"kind": kind_of(policy)[0], "max_parallelism": dict(scenario.max_parallelism)},
         "tags": ["lab", scenario.name],
         "start_date": start.isoformat(),
     }
+
+
+RUN_LABEL = re.compile(r"(?P<kind>[a-z0-9_]+)(?:-(?P<run>[1-9][0-9]*))?")
+
+
+def run_label(kind: str, run: int) -> str:
+    """The label of a kind's ``run``-th run of a scenario (its folder, job name and result's policy): ``ds2_plus-2``."""
+    return kind if run == 1 else f"{kind}-{run}"
+
+
+def kind_of(label: str) -> tuple[str, int]:
+    """(kind, run number) of a run label made by :func:`run_label`."""
+    match = RUN_LABEL.fullmatch(label)
+    if match is None or match["kind"] not in POLICY_KINDS:
+        raise SystemExit(f"--policy: {label!r} is not a policy kind ({', '.join(POLICY_KINDS)}), optionally with -<run>")
+    return match["kind"], int(match["run"] or 1)
 
 
 def lab_job(scenario: Scenario, policy: str) -> str:
@@ -216,6 +235,7 @@ def write_result(scenario: Scenario, policy: str, inputs: str, rows: list[EpochR
 
     out.mkdir(parents=True, exist_ok=True)
     result = lab_result(rows, scenario, truth, start, policy, inputs)
+    result["kind"], result["run"] = kind_of(policy)
     result["conditions"] = conditions
     schedule = loop_report.schedule_times(start, scenario.rate_steps())
     loop_report.chart(rows, schedule, OPERATORS, out / "chart.png", title=f"{scenario.name} under {policy}")
@@ -271,7 +291,7 @@ def main() -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="one scenario in a closed loop under one or more policies")
     r.add_argument("scenario", type=Path)
-    r.add_argument("--policy", default="ds2", help="ds2, utilization, rules, or several joined by commas")
+    r.add_argument("--policy", default="ds2", help="a kind (or kind-<run>), or several joined by commas")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--work", type=Path, default=WORK, help=f"where the stack's folders go (default {WORK})")
     r.add_argument("--startup", type=float, default=STARTUP_S, help="seconds allowed for Spark and Airflow to start")
@@ -285,6 +305,8 @@ def main() -> int:
         )
     s.add_argument("scenarios", type=Path, nargs="*")
     s.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "lab")
+    s.add_argument("--policies", help="kinds to run, joined by commas (default: every kind)")
+    s.add_argument("--runs", type=int, default=1, help="runs of each kind per scenario, side by side (labels kind, kind-2, ...)")
     c = sub.add_parser("compare", help="results side by side: scenario x policy")
     c.add_argument("dirs", type=Path, nargs="+")
     sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
@@ -300,6 +322,7 @@ def main() -> int:
         if not results:
             raise SystemExit(f"no result.json under {', '.join(map(str, args.dirs))}")
         print(compare_table(results))
+        print("\n" + runs_table(results) if runs_table(results) else "", end="")
         return 0
     if args.command == "interference":
         interference(ROOT / "benchmarks" / "results" / "lab-interference")
@@ -307,9 +330,8 @@ def main() -> int:
     truth = gt.GroundTruth(args.ground_truth)
     if args.command == "run":
         policies = args.policy.split(",")
-        unknown = [p for p in policies if p not in POLICY_KINDS]
-        if unknown:
-            raise SystemExit(f"--policy: unknown {', '.join(unknown)} (one of {', '.join(POLICY_KINDS)})")
+        for label in policies:
+            kind_of(label)  # exits naming a label that is not a kind
         run_scenario(args.scenario, policies, args.out, truth, args.work, args.startup, args.inputs)
         return 0
     if args.command == "rejudge":
@@ -326,8 +348,12 @@ def main() -> int:
             stack.down()
         return 0
     paths = args.scenarios or sorted(SCENARIOS.glob("*.yaml"))
+    kinds = args.policies.split(",") if args.policies else list(POLICY_KINDS)
+    for kind in kinds:
+        kind_of(kind)
+    labels = [run_label(kind, n) for kind in kinds for n in range(1, args.runs + 1)]
     for path in paths:
-        run_scenario(path, list(POLICY_KINDS), args.out / path.stem, truth, inputs=args.inputs)
+        run_scenario(path, labels, args.out / path.stem, truth, inputs=args.inputs)
     print(compare_table([json.loads(p.read_text()) for p in sorted(args.out.rglob("result.json"))]))
     return 0
 

@@ -163,3 +163,20 @@ def test_a_growing_backlog_is_not_sustained_even_at_95_percent(tmp_path):
     for k, row in enumerate(rows):
         row.backlog = 100_000.0 - 20_000 * k  # draining: sustained although back-pressured
     assert lab_result(rows, s, _truth(tmp_path), start, "ds2")["load_changes"][0]["time_to_sustain_s"] == 60
+
+
+def test_a_kind_run_several_times_is_reported_by_median_and_range():
+    import json
+
+    from autoscaler.lab.report import runs_table
+
+    base = json.loads((ROOT / "benchmarks" / "lab" / "step-up-down" / "ds2" / "result.json").read_text())
+    runs = []
+    for n, (rescales, under) in enumerate(((3, 90.0), (5, 30.0), (4, 60.0)), start=1):
+        r = json.loads(json.dumps(base)) | {"policy": "ds2_plus" if n == 1 else f"ds2_plus-{n}", "kind": "ds2_plus", "run": n}
+        r["totals"] |= {"rescales": rescales, "under_provisioned_s": under}
+        runs.append(r)
+    table = runs_table([base, *runs])
+    assert table.count("\n") == 2  # header, rule, one row: ds2 ran once
+    row = table.splitlines()[-1]
+    assert row.startswith("| step-up-down | ds2_plus | honest | 3 | 4 [3–5] | 60 [30–90] |")

@@ -66,3 +66,35 @@ def compare_table(results: Sequence[dict[str, Any]]) -> str:
             f"{t['instance_seconds']:,.0f} ({t['ground_truth_instance_seconds']:,.0f})", f"{t['sustained_epochs']}/{t['epochs']}",
         ]) + " |")  # fmt: skip
     return "\n".join(lines)
+
+
+def runs_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per scenario and kind run more than once: the median and range of each figure ('' when none is)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["scenario"], r.get("kind", r["policy"]), r.get("inputs", "oracle")), []).append(r)
+    repeated = {k: v for k, v in sorted(groups.items()) if len(v) > 1}
+    if not repeated:
+        return ""
+
+    def spread(values: list[float], fmt: str = "{:.0f}") -> str:
+        values = sorted(values)
+        mid = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+        return f"{fmt.format(mid)} [{fmt.format(values[0])}–{fmt.format(values[-1])}]"
+
+    def drain(r: dict[str, Any]) -> float:
+        drains = [e["backlog_drain_s"] for e in r["load_changes"] if e["backlog_peak_records"]]
+        return float("inf") if any(d is None for d in drains) else max(drains, default=0.0)
+
+    lines = ["| scenario | kind | inputs | runs | rescales | under-provisioned (s) | instance-s / truth | longest drain (s) "
+             "| over / under at end |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (scenario, kind, inputs), runs in repeated.items():
+        totals = [r["totals"] for r in runs]
+        lines.append("| " + " | ".join([
+            scenario, kind, inputs, str(len(runs)), spread([t["rescales"] for t in totals]),
+            spread([t["under_provisioned_s"] for t in totals]),
+            spread([t["instance_seconds"] / t["ground_truth_instance_seconds"] for t in totals], "{:.2f}"),
+            spread([drain(r) for r in runs]).replace("inf", "never"),
+            ", ".join(f"+{t['over_instances_end']}/-{t['under_instances_end']}" for t in totals),
+        ]) + " |")  # fmt: skip
+    return "\n".join(lines)
