@@ -1,6 +1,6 @@
 """The policy lab: the same workloads, several policies, measured against ground truth.
 
-    .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy ds2|utilization|rules|ds2_plus[,...] --out DIR [--inputs oracle]
+    .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy KIND[-RUN][,...] --out DIR [--inputs oracle]
     .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab] [--inputs oracle]
                                               [--policies ds2_plus --runs 3]
     .venv/bin/python scripts/ds2_lab.py compare DIR ...
