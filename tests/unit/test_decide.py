@@ -172,3 +172,30 @@ def test_a_proposal_of_zero_negative_or_nan_is_refused_with_a_reason(bad):
     assert plan.summary == (
         f"the epoch's decisions cannot be acted on: decision of 'Count': target_parallelism is {bad!r}, not a parallelism >= 1"
     )
+
+
+def test_activation_counts_the_epochs_whose_proposals_agree(tmp_path):
+    import pyarrow as pa
+
+    from autoscaler.decide.history import decided_epochs
+    from autoscaler.store.parquet import epoch_block, write_epochs
+    from autoscaler.store.schemas import DECISIONS
+
+    def epoch_rows(epoch: int, count: tuple[int, int], status: str = "ok") -> list[dict]:
+        base = {c.name: None for c in DECISIONS.columns} | {
+            "job": "wc", "epoch": epoch, "epoch_block": epoch_block(epoch), "status": status, "instances_observed": 1,
+            "reason": "r", "options": "{}", "run_id": "r1", "run_type": "live", "decided_at": NOW,
+        }  # fmt: skip
+        return [base | {"operator_id": "s", "operator_name": "Source", "is_source": True, "current_parallelism": 2,
+                        "target_parallelism": 2},
+                base | {"operator_id": "c", "operator_name": "Count", "is_source": False, "current_parallelism": count[0],
+                        "target_parallelism": count[1]}]  # fmt: skip
+
+    # 20: keep; 21: up; 22: incomplete; 23: up (more); 24: up.
+    history = {20: (4, 4), 21: (4, 6), 23: (4, 7), 24: (4, 6)}
+    rows = [r for e, c in history.items() for r in epoch_rows(e, c)] + epoch_rows(22, (4, 4), "incomplete")
+    write_epochs(tmp_path, DECISIONS, "wc", pa.Table.from_pylist(rows, schema=DECISIONS.arrow_schema()))
+    assert decided_epochs(tmp_path, "wc", -1, 24, 10) == 3  # 24, 23 and 21 propose a scale-up; 22 is skipped; 20 keeps
+    assert decided_epochs(tmp_path, "wc", 22, 24, 10) == 2  # only after the rescale at 22
+    assert decided_epochs(tmp_path, "wc", -1, 24, 2) == 2  # no more read than the rule needs
+    assert decided_epochs(tmp_path, "wc", -1, 20, 10) == 1

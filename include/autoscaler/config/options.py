@@ -187,8 +187,10 @@ WARMUP_EPOCHS = Option(
     "policy.warmup_epochs", "integer", 1, "Epochs after a rescale whose metrics are never acted on (the restart's transient).", 0
 )
 ACTIVATION_EPOCHS = Option(
-    "policy.activation_epochs", "integer", 1, "Decided epochs needed since the last rescale before the next one.", 1
-)
+    "policy.activation_epochs", "integer", 1,
+    "Decided epochs since the last rescale, the newest in a row proposing the same direction per operator, needed "
+    "before a rescale (1: act on the first).", 1,
+)  # fmt: skip
 IGNORE_SCALE_DOWN_BY = Option(
     "policy.ignore_scale_down_by",
     "integer",

@@ -34,18 +34,35 @@ def last_rescale(store_root: str | Path, job: str, before_epoch: int) -> LastRes
 
 
 def decided_epochs(store_root: str | Path, job: str, after_epoch: int, up_to_epoch: int, enough: int) -> int:
-    """Epochs in (after_epoch, up_to_epoch] whose every decision row is complete (status ok).
+    """Decided epochs in (after_epoch, up_to_epoch] whose proposals agree with ``up_to_epoch``'s, newest first.
 
-    Only the last ``enough`` epochs are read: the activation rule needs to know no more.
+    An epoch counts when every decision row is complete (status ok) and it proposes the same
+    direction for every operator (up, down or keep) as the decided epoch: activation counts a
+    proposal that held, not merely epochs that passed. A decided epoch that disagrees ends the
+    count; an epoch with no complete decision is skipped. Only the last ``enough`` epochs are read:
+    the activation rule needs to know no more.
     """
     first = max(after_epoch + 1, up_to_epoch - enough + 1)
     if first > up_to_epoch:
         return 0
-    rows = read_epochs(store_root, DECISIONS, job, range(first, up_to_epoch + 1)).select(["epoch", "status"]).to_pylist()
-    status: dict[int, bool] = {}
+    columns = ["epoch", "status", "operator_id", "is_source", "current_parallelism", "target_parallelism"]
+    rows = read_epochs(store_root, DECISIONS, job, range(first, up_to_epoch + 1)).select(columns).to_pylist()
+    complete: dict[int, bool] = {}
+    directions: dict[int, dict[str, int]] = {}
     for row in rows:
-        status[row["epoch"]] = status.get(row["epoch"], True) and row["status"] == "ok"
-    return sum(status.values())
+        complete[row["epoch"]] = complete.get(row["epoch"], True) and row["status"] == "ok"
+        if not row["is_source"] and row["target_parallelism"] is not None:
+            change = row["target_parallelism"] - row["current_parallelism"]
+            directions.setdefault(row["epoch"], {})[row["operator_id"]] = (change > 0) - (change < 0)
+    wanted = directions.get(up_to_epoch, {})
+    count = 0
+    for epoch in sorted(complete, reverse=True):
+        if not complete[epoch]:
+            continue
+        if directions.get(epoch, {}) != wanted:
+            break
+        count += 1
+    return count
 
 
 @dataclass(frozen=True)
