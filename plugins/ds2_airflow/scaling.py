@@ -15,7 +15,9 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from autoscaler.collect.flink import topology_path
 from autoscaler.config.jobs import JobConfig
+from autoscaler.config.options import PolicyOptions
 from autoscaler.decide import history as decide_history
+from autoscaler.decide.replay import replay
 from autoscaler.decide.rules import RESCALE, ScalingPlan, decide
 from autoscaler.record import audit, outcomes
 from autoscaler.store.parquet import read_epochs
@@ -147,10 +149,15 @@ def what_if_compare_task(job: JobConfig, context: Any) -> dict[str, Any]:
         if before is None or before["target_parallelism"] != row["target_parallelism"]:
             was = before["target_parallelism"] if before else "–"
             differ.append(f"  epoch {row['epoch']} {row['operator_name']}: live {was} -> what-if {row['target_parallelism']}")
+    # The whole chain: each set of decisions through the decide rules, as the live DAG would have acted.
+    what_if_job = dataclasses.replace(job, policy=PolicyOptions.from_json(run["options"]))
+    chain_live, chain_what_if = replay(job, live.values()), replay(what_if_job, what_if)
     summary = {
         "epochs": len({r["epoch"] for r in what_if}),
         "live_change_epochs": proposes_change(list(live.values())),
         "what_if_change_epochs": proposes_change(what_if),
+        "live_rescales": len(chain_live.rescales),
+        "what_if_rescales": len(chain_what_if.rescales),
         "differences": len(differ),
         "options": run["options"],
         "decisions_store": run["decisions_store"],
@@ -160,6 +167,8 @@ def what_if_compare_task(job: JobConfig, context: Any) -> dict[str, Any]:
         run["from_epoch"], run["to_epoch"], summary["epochs"], summary["live_change_epochs"],
         summary["what_if_change_epochs"], summary["differences"],
     )  # fmt: skip
+    log.info("through the decide rules (open loop, see autoscaler.decide.replay): live %s", chain_live.summary())
+    log.info("through the decide rules (open loop): what-if %s", chain_what_if.summary())
     for line in differ[:200]:
         log.info("%s", line)
     return summary

@@ -199,3 +199,29 @@ def test_activation_counts_the_epochs_whose_proposals_agree(tmp_path):
     assert decided_epochs(tmp_path, "wc", 22, 24, 10) == 2  # only after the rescale at 22
     assert decided_epochs(tmp_path, "wc", -1, 24, 2) == 2  # no more read than the rule needs
     assert decided_epochs(tmp_path, "wc", -1, 20, 10) == 1
+
+
+def test_a_what_if_replays_the_whole_chain_and_counts_its_rescales():
+    from autoscaler.decide.replay import replay
+
+    def epoch_rows(epoch: int, count: tuple[int, int], status: str = "ok") -> list[dict]:
+        return [r | {"epoch": epoch} for r in rows(count=count, status=status)]
+
+    # Count at 1 (never rescaled: the job's real parallelism) where the policy asks for 4 each epoch.
+    stored = [r for e in range(10, 16) for r in epoch_rows(e, (1, 4))]
+    chain = replay(job(), stored)
+    # Epoch 10 rescales 1 -> 4; from 11 on, at the simulated 4, a proposal of 4 is no change.
+    assert [p.action for p in chain.plans] == [RESCALE, NOOP, NOOP, NOOP, NOOP, NOOP]
+    assert chain.summary() == "1 rescales over 6 epochs (epoch 10: Count 1→4)"
+    assert chain.plans[1].summary == "the ds2 policy proposes no change"
+    # A policy still asking for more after the rescale is held by the warm-up, then acted on.
+    growing = [r for e in range(10, 14) for r in epoch_rows(e, (1, 4) if e == 10 else (1, 6))]
+    assert [p.summary for p in replay(job(), growing).plans][1:3] == [
+        "warm-up: epoch 1 of 1 after the rescale at epoch 10 (held: Count 4→6)",
+        "rescale Count 4→6",
+    ]
+    # Two agreeing epochs needed: 10 alone holds, 11 rescales.
+    assert [p.action for p in replay(job(activation_epochs=2), stored).plans][:2] == [NOOP, RESCALE]
+    # A proposal that flips every epoch never gathers two agreeing epochs.
+    flipping = [r for e in range(10, 16) for r in epoch_rows(e, (1, 4) if e % 2 else (1, 1))]
+    assert replay(job(activation_epochs=2), flipping).rescales == []
