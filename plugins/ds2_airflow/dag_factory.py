@@ -33,6 +33,7 @@ from ds2_airflow.operators.reconcile import ReconcileOperator
 from ds2_airflow.operators.rescale import FlinkRescaleOperator
 from ds2_airflow.runtime import journal_dir, store_root
 from ds2_airflow.scaling import decide_task, record_task, validate_epoch_task, what_if_compare_task
+from ds2_airflow.timetable import LateRunsTimetable
 
 EPOCH = "{{ ds2_epoch(data_interval_end or dag_run.run_after) }}"
 
@@ -61,8 +62,9 @@ def scaling_dag(job: JobConfig) -> DAG:
     with DAG(
         dag_id=job.dag_id,
         description=f"DS2 autoscaling of Flink job {job.flink_job_name} every {job.interval}",
-        # A real data interval [start, end) per run (a bare timedelta gives zero-length ones in 3.x).
-        schedule=DeltaDataIntervalTimetable(job.interval),
+        # A real data interval [start, end) per run (a bare timedelta gives zero-length ones in 3.x); the
+        # intervals a long run overlapped run late, in order, rather than being skipped (ds2_airflow.timetable).
+        schedule=LateRunsTimetable(job.interval, job.max_late_epochs),
         start_date=job.start_date,
         catchup=False,
         max_active_runs=1,

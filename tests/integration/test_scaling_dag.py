@@ -68,7 +68,7 @@ def test_dag_integrity(dags):
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert dag.task_dict["rescale"].pool == "ds2_auto" and dag.task_dict["policy"].pool == "ds2_auto"
     assert dag.task_dict["record"].trigger_rule == "all_done"
-    assert type(dag.timetable).__name__ == "DeltaDataIntervalTimetable"
+    assert type(dag.timetable).__name__ == "LateRunsTimetable" and dag.timetable.max_late_epochs == 4
 
 
 def _actions(data, job="auto"):

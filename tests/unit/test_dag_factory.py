@@ -131,3 +131,37 @@ def test_data_docs_pages_are_served_from_inside_their_folder_only(tmp_path):
         with pytest.raises(HTTPException) as err:
             docs_page(tmp_path / "docs", bad)
         assert err.value.status_code == 404
+
+
+def test_a_late_run_never_costs_an_epoch_unless_the_dag_is_far_behind():
+    from datetime import UTC, datetime, timedelta
+
+    from airflow.timetables.base import DataInterval, TimeRestriction
+    from airflow.utils import timezone
+
+    from ds2_airflow.timetable import LateRunsTimetable
+
+    step = timedelta(seconds=30)
+    timetable = LateRunsTimetable(step, 4)
+    restriction = TimeRestriction(earliest=datetime(2026, 1, 1, tzinfo=UTC), latest=None, catchup=False)
+    now = timezone.utcnow().replace(microsecond=0)
+    now = now - timedelta(seconds=now.second % 30)  # on a boundary
+
+    def next_after(end: datetime):
+        last = DataInterval(end - step, end)
+        return timetable.next_dagrun_info(last_automated_data_interval=last, restriction=restriction).data_interval
+
+    # A run for the interval ending 90 s ago just finished (it ran long): the next interval, not the latest.
+    assert next_after(now - 3 * step) == DataInterval(now - 3 * step, now - 2 * step)
+    # Ten intervals behind (the DAG was paused): skip to the latest, as catchup=False does.
+    assert next_after(now - 10 * step).end >= now - step
+    # Serialized with the DAG and back (the scheduler deserializes it through the registered plugin).
+    assert LateRunsTimetable.deserialize(timetable.serialize()) == timetable
+
+
+def test_the_scaling_dag_serializes_with_its_timetable(monkeypatch, tmp_path):
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dag = load(monkeypatch, tmp_path).dags["ds2_testjob"]
+    restored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    assert type(restored.timetable).__name__ == "LateRunsTimetable" and restored.timetable.max_late_epochs == 4

@@ -106,6 +106,7 @@ class JobConfig:
     spark_conn_id: str = opt.SPARK_CONN_ID.default
     mechanism: str = opt.MECHANISM.default
     interval: timedelta = opt.POLICY_INTERVAL.default
+    max_late_epochs: int = opt.MAX_LATE_EPOCHS.default
     start_date: datetime = _DEFAULT_START
     policy: PolicyOptions = field(default_factory=PolicyOptions)
     stability: Stability = field(default_factory=Stability)
@@ -292,6 +293,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
         spark_conn_id=f.option(opt.SPARK_CONN_ID),
         mechanism=mechanism,
         interval=interval,
+        max_late_epochs=f.option(opt.MAX_LATE_EPOCHS),
         start_date=start_date,
         policy=options,
         stability=stability,

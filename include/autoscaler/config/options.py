@@ -72,6 +72,12 @@ POLICY_INTERVAL = Option(
     "The epoch: how often metrics are collected and a decision made; divides a day.",
     5,
 )
+MAX_LATE_EPOCHS = Option(
+    "max_late_epochs", "integer", 4,
+    "A busy scheduler runs a job's epochs late, in order, while the next one ended at most this many intervals ago; "
+    "further behind (paused, scheduler down) it skips to the latest. Late runs measure their own epochs from the "
+    "boundary snapshots.", 0,
+)  # fmt: skip
 START_DATE = Option("start_date", "date", "2026-01-01", "First interval the job's DAG schedules (ISO date, UTC).")
 TAGS = Option("tags", "strings", (), "Airflow tags of the job's DAGs.")
 # -- collect ------------------------------------------------------------------------------------
