@@ -1,0 +1,177 @@
+"""One read API over the store for the views of a job and of the fleet: the UI pages and a notebook read the same.
+
+``job_view`` gives a job's epochs over a range, one :class:`EpochView` each, with everything its
+page draws: the sources' arrival rate and throughput, the backlog, each operator's parallelism and
+the policy's recommendation, what was done (outcome, downtime, who approved), the epoch's state
+for shading, each operator's reason, and the Data Docs page and runs behind it. Every epoch of the
+range is listed, also one that left no trace (``state`` "lost"), so a gap cannot go unseen.
+
+``fleet_view`` gives one :class:`FleetRow` per job: current and recommended parallelism and the
+gap, the last decision and its age, the last rescale, the epochs lost or quarantined and the
+failures over the last day, and the decision lag.
+
+From a notebook::
+
+    from autoscaler.record.views import job_view, fleet_view
+    epochs = job_view("data/store", "testjob", interval_s=60, first=..., last=...)
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import ACTIONS, DECISIONS, FAILED, METRICS, RECOMMENDED, ROLLED_BACK, SUCCEEDED, VALIDATIONS
+
+# An epoch's state, for shading: what became of it (a rescale's outcome is in ``outcome``).
+LOST, QUARANTINED, WARMUP, RECOMMENDATION, DECIDED, MEASURED = (
+    "lost", "quarantined", "warm-up", "recommendation-only", "decided", "measured",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EpochView:
+    """One epoch of a job, as its page shows it."""
+
+    epoch: int
+    start: datetime
+    end: datetime
+    state: str  # lost, quarantined, warm-up, recommendation-only, decided or measured (no decision yet)
+    arrival_rate: float | None = None  # the sources' arrival rate (records out + backlog growth), records/s
+    throughput: float | None = None  # what the sources emitted, records/s
+    backlog: float | None = None  # records the sources owed at the window's end
+    parallelism: dict[str, int] = field(default_factory=dict)  # operator -> instances while measured
+    recommended: dict[str, int] = field(default_factory=dict)  # operator -> the policy's proposal
+    reasons: dict[str, str] = field(default_factory=dict)  # operator -> the policy's reason
+    kind: str | None = None  # the policy kind that decided
+    outcome: str | None = None  # the epoch's action: succeeded, noop, rejected, recommended, ...
+    message: str | None = None
+    applied: dict[str, int] = field(default_factory=dict)  # operator -> parallelism after a rescale
+    downtime_s: float | None = None
+    approved_by: str | None = None
+    validation: str | None = None  # the validation's one-line summary
+    docs_page: str | None = None  # its GX Data Docs page
+    run_id: str | None = None  # the run that decided it
+    decided_at: datetime | None = None
+
+
+def _by_epoch(rows: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(int(row["epoch"]), []).append(row)
+    return out
+
+
+def job_view(store_root: str | Path, job: str, interval_s: float, first: int, last: int) -> list[EpochView]:
+    """Every epoch of ``job`` in [first, last], oldest first."""
+    epochs = range(first, last + 1)
+    metrics = _by_epoch(read_epochs(store_root, METRICS, job, epochs).to_pylist())
+    decisions = _by_epoch(read_epochs(store_root, DECISIONS, job, epochs).to_pylist())
+    actions = {a["epoch"]: a for a in read_epochs(store_root, ACTIONS, job, epochs).to_pylist()}
+    validations: dict[int, dict[str, Any]] = {}
+    for v in sorted(read_epochs(store_root, VALIDATIONS, job, epochs).to_pylist(), key=lambda v: v["validated_at"]):
+        validations[v["epoch"]] = v  # the latest validation of each epoch
+    out = []
+    for epoch in epochs:
+        start = datetime.fromtimestamp(epoch * interval_s, tz=UTC)
+        rows, decided = metrics.get(epoch, []), decisions.get(epoch, [])
+        action, valid = actions.get(epoch), validations.get(epoch)
+        sources = [r for r in rows if r["is_source"]]
+        pending = [r["pending_records"] for r in sources if r.get("pending_records") is not None]
+        options = json.loads(decided[0]["options"]) if decided else {}
+        out.append(
+            EpochView(
+                epoch=epoch,
+                start=start,
+                end=start + timedelta(seconds=interval_s),
+                state=_state(rows, decided, action, valid),
+                arrival_rate=sum(r["true_output_rate"] for r in sources) if sources else None,
+                throughput=sum(r["observed_output_rate"] for r in sources) if sources else None,
+                backlog=sum(pending) if pending else None,
+                parallelism={r["operator_name"]: r["parallelism"] for r in rows},
+                recommended={d["operator_name"]: d["target_parallelism"] for d in decided if not d["is_source"]},
+                reasons={d["operator_name"]: d["reason"] for d in decided},
+                kind=options.get("kind"),
+                outcome=action["outcome"] if action else None,
+                message=action["message"] if action else None,
+                applied=json.loads(action["new_parallelism"]) if action and action["outcome"] == SUCCEEDED else {},
+                downtime_s=action["downtime_s"] if action else None,
+                approved_by=action["approved_by"] if action else None,
+                validation=valid["summary"] if valid else None,
+                docs_page=valid["docs_page"] if valid else None,
+                run_id=decided[0]["run_id"] if decided else (valid["run_id"] if valid else None),
+                decided_at=max((d["decided_at"] for d in decided), default=None),
+            )
+        )
+    return out
+
+
+def _state(rows: list[dict[str, Any]], decided: list[dict[str, Any]], action: dict[str, Any] | None,
+           valid: dict[str, Any] | None) -> str:  # fmt: skip
+    if valid and valid["status"] == "failed":
+        return QUARANTINED
+    if not rows and not decided and not action:
+        return LOST
+    if action and action["outcome"] == RECOMMENDED:
+        return RECOMMENDATION
+    if any(d["status"] == "warmup" for d in decided) or any(r["warmup"] for r in rows):
+        return WARMUP
+    return DECIDED if decided else MEASURED
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One job on the fleet page."""
+
+    job: str
+    current: dict[str, int]  # operator -> parallelism in the newest measured epoch
+    recommended: dict[str, int]  # operator -> the newest decision's proposal
+    last_decision_epoch: int | None
+    last_decision_age_s: float | None
+    last_rescale: datetime | None
+    lost_last_day: int
+    quarantined_last_day: int
+    failures_last_day: int
+    decision_lag_s: float | None  # median over the last day: epoch end -> decision
+
+    @property
+    def gap(self) -> int:
+        """Instances the recommendation adds (+) or removes (-), over every operator."""
+        return sum(self.recommended.get(op, n) - n for op, n in self.current.items())
+
+
+def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: datetime) -> list[FleetRow]:
+    """One row per (job name, interval in seconds), from the last day of each job's epochs."""
+    out = []
+    for job, interval_s in jobs:
+        last = int(now.timestamp() // interval_s) - 1
+        first = last - int(86_400 // interval_s) + 1
+        day = job_view(store_root, job, interval_s, first, last)
+        measured = [e for e in day if e.parallelism]
+        decided = [e for e in day if e.recommended]
+        newest = decided[-1] if decided else None
+        lags = [(e.decided_at - e.end).total_seconds() for e in decided if e.decided_at]
+        rescales = [a for a in read_epochs(store_root, ACTIONS, job).to_pylist() if a["outcome"] == SUCCEEDED]
+        # A job registered within the day has no trace before its first epoch: those are not lost.
+        since = min((e.epoch for e in day if e.state != LOST), default=last + 1)
+        out.append(
+            FleetRow(
+                job=job,
+                current=measured[-1].parallelism if measured else {},
+                recommended=newest.recommended if newest else {},
+                last_decision_epoch=newest.epoch if newest else None,
+                last_decision_age_s=(now - newest.decided_at).total_seconds() if newest and newest.decided_at else None,
+                last_rescale=max((a["finished_at"] for a in rescales if a["finished_at"]), default=None),
+                lost_last_day=sum(1 for e in day if e.state == LOST and since <= e.epoch < last),
+                quarantined_last_day=sum(1 for e in day if e.state == QUARANTINED),
+                failures_last_day=sum(1 for e in day if e.outcome in (FAILED, ROLLED_BACK)),
+                decision_lag_s=statistics.median(lags) if lags else None,
+            )
+        )
+    return out
