@@ -20,7 +20,6 @@ from typing import Any
 
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction
 from airflow.timetables.interval import DeltaDataIntervalTimetable
-from airflow.utils import timezone
 
 
 class LateRunsTimetable(DeltaDataIntervalTimetable):
@@ -44,7 +43,7 @@ class LateRunsTimetable(DeltaDataIntervalTimetable):
         )
         if following is None or following.data_interval.end is None:
             return following
-        behind = timezone.utcnow() - following.data_interval.end
+        behind = datetime.datetime.now(datetime.UTC) - following.data_interval.end
         if behind <= self.max_late_epochs * self._delta:
             return following
         return super().next_dagrun_info(last_automated_data_interval=last_automated_data_interval, restriction=restriction)

@@ -137,14 +137,13 @@ def test_a_late_run_never_costs_an_epoch_unless_the_dag_is_far_behind():
     from datetime import UTC, datetime, timedelta
 
     from airflow.timetables.base import DataInterval, TimeRestriction
-    from airflow.utils import timezone
 
     from ds2_airflow.timetable import LateRunsTimetable
 
     step = timedelta(seconds=30)
     timetable = LateRunsTimetable(step, 4)
     restriction = TimeRestriction(earliest=datetime(2026, 1, 1, tzinfo=UTC), latest=None, catchup=False)
-    now = timezone.utcnow().replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     now = now - timedelta(seconds=now.second % 30)  # on a boundary
 
     def next_after(end: datetime):
