@@ -213,7 +213,7 @@ def table(rows: Sequence[EpochRow], operators: Sequence[str]) -> str:
         if not r.measured:
             numbers = f"{'-':>10} {'-':>9} {'':>4}"
         elif r.warmup:
-            numbers = f"{r.target_rate:>10,.0f} {'warm-up':>9} {'':>4}"
+            numbers = f"{'-':>10} {'warm-up':>9} {'':>4}"
         else:
             numbers = f"{r.target_rate:>10,.0f} {r.achieved_rate:>9,.0f} {r.backpressure:>4.0%}"
         lines.append(f"{r.end:%H:%M:%S}  {numbers} {ops}  {r.verdict:<11} {what[:110]}")
@@ -270,7 +270,9 @@ def chart(
     sched_x = [x(t) for t, _ in schedule] + [max(xs, default=0)]
     sched_y = [rate for _, rate in schedule] + [schedule[-1][1] if schedule else 0]
     top.step(sched_x, sched_y, where="post", color="grey", linestyle="--", label="source rate schedule")
-    top.plot(xs, [r.target_rate for r in rows], "o-", color="tab:blue", label="sources' target rate (measured)")
+    # A warm-up window spans the restart: its rates measure the restart, not the load (a gap, not a 0).
+    target = [float("nan") if r.warmup else r.target_rate for r in rows]
+    top.plot(xs, target, "o-", color="tab:blue", label="sources' arrival rate (measured)")
     # A warm-up window spans a restart: its rates are not a measurement of either job, so it is
     # shaded instead of plotted.
     achieved = [float("nan") if r.warmup else r.achieved_rate for r in rows]
