@@ -82,12 +82,13 @@ class EpochRun:
     mechanism: str
     parallelism: Mapping[str, int]  # the job's parallelism when the epoch was decided
     plan_summary: str | None = None  # the decide task's summary (None: nothing was decided)
-    plan_action: str | None = None  # the decide task's action: rescale, noop or recommend
     answer: Mapping[str, Any] | None = None  # the approval: chosen, by, timed_out
     rescaled: Mapping[str, Any] | None = None  # RescaleResult.to_dict() of the rescale task
     failed_tasks: Sequence[str] = field(default_factory=tuple)  # tasks that failed themselves
     validation_summary: str | None = None  # the validate task's summary when it passed
     flink_job_id: str | None = None  # the job the metrics were collected from
+    # Last: callers pass the fields above by position.
+    plan_action: str | None = None  # the decide task's action: rescale, noop or recommend
 
 
 def epoch_row(job: str, epoch: int, run: EpochRun, stored_validation: Callable[[], str | None] = lambda: None) -> dict[str, Any]:
