@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ds2_local import JAR, PARALLELISM_ARGS, ROOT, Stack, free_port, log
 from harness import machine, machine_line, write_results
 
-from autoscaler.config.options import POLICY_KINDS
+from autoscaler.config.options import MAX_LATE_EPOCHS, POLICY_KINDS
 from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
@@ -207,7 +207,8 @@ def run_side_by_side(
         end = first + scenario.duration_s
         epochs = run_epochs(scenario, first)
         seen: set[tuple[str, int]] = set()
-        while time.time() < end + 3 * scenario.interval_s:
+        # The last epochs' runs may come late (up to max_late_epochs intervals, in order): wait for them.
+        while time.time() < end + (3 + MAX_LATE_EPOCHS.default) * scenario.interval_s:
             time.sleep(3)
             done = True
             for policy, job in jobs.items():

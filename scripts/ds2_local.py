@@ -49,6 +49,7 @@ SOURCE_ARGS = ["--partitions", "8", "--backlog", "true"]
 sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins")]
 
 from autoscaler import testjob  # noqa: E402
+from autoscaler.config.options import MAX_LATE_EPOCHS  # noqa: E402
 
 JAR = testjob.JAR
 PARALLELISM_ARGS = testjob.PARALLELISM_ARGS
@@ -192,7 +193,8 @@ def demo(args: argparse.Namespace) -> int:
         first: int | None = None
         seen: set[int] = set()
         print(loop_report.table([], OPERATORS).splitlines()[0], flush=True)
-        settle = end + 3 * args.interval  # the last epoch's run gets time to finish
+        # The last epoch's run gets time to finish, also when it runs late (up to max_late_epochs intervals).
+        settle = end + (3 + MAX_LATE_EPOCHS.default) * args.interval
         while time.time() < settle:
             time.sleep(2)
             rows = loop_report.epoch_rows(store, "demo", interval_s=args.interval)
