@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from autoscaler.decide.rules import LastRescale
+from autoscaler.decide.rules import LastRescale, agreeing_epochs
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, RESTARTED
 
@@ -47,22 +47,12 @@ def decided_epochs(store_root: str | Path, job: str, after_epoch: int, up_to_epo
         return 0
     columns = ["epoch", "status", "operator_id", "is_source", "current_parallelism", "target_parallelism"]
     rows = read_epochs(store_root, DECISIONS, job, range(first, up_to_epoch + 1)).select(columns).to_pylist()
-    complete: dict[int, bool] = {}
-    directions: dict[int, dict[str, int]] = {}
+    by_epoch: dict[int, list[dict[str, Any]]] = {}
     for row in rows:
-        complete[row["epoch"]] = complete.get(row["epoch"], True) and row["status"] == "ok"
-        if not row["is_source"] and row["target_parallelism"] is not None:
-            change = row["target_parallelism"] - row["current_parallelism"]
-            directions.setdefault(row["epoch"], {})[row["operator_id"]] = (change > 0) - (change < 0)
-    wanted = directions.get(up_to_epoch, {})
-    count = 0
-    for epoch in sorted(complete, reverse=True):
-        if not complete[epoch]:
-            continue
-        if directions.get(epoch, {}) != wanted:
-            break
-        count += 1
-    return count
+        by_epoch.setdefault(row["epoch"], []).append(row)
+    if up_to_epoch not in by_epoch:
+        return 0
+    return agreeing_epochs([by_epoch[e] for e in sorted(by_epoch)])
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.config.jobs import JobConfig
-from autoscaler.decide.rules import RESCALE, LastRescale, ScalingPlan, decide
+from autoscaler.decide.rules import RESCALE, LastRescale, ScalingPlan, agreeing_epochs, decide
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,6 @@ class Replay:
         return f"{len(self.rescales)} rescales over {len(self.plans)} epochs" + (f" ({moves})" if moves else "")
 
 
-def _direction(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    out = {}
-    for r in rows:
-        if not r["is_source"]:
-            change = r["target_parallelism"] - r["current_parallelism"]
-            out[r["operator_id"]] = (change > 0) - (change < 0)
-    return out
-
-
 def replay(job: JobConfig, rows: Iterable[Mapping[str, Any]]) -> Replay:
     """Run the decide rules over decision rows (any order; grouped by epoch), as the live DAG would have."""
     by_epoch: dict[int, list[dict[str, Any]]] = {}
@@ -55,27 +46,20 @@ def replay(job: JobConfig, rows: Iterable[Mapping[str, Any]]) -> Replay:
         by_epoch.setdefault(int(row["epoch"]), []).append(dict(row))
     simulated: dict[str, int] = {}  # operator id -> parallelism after the simulated rescales
     last: LastRescale | None = None
-    agreeing: list[tuple[bool, dict[str, int]]] = []  # (complete, direction) of the epochs since the last rescale
+    since: list[list[dict[str, Any]]] = []  # the decision rows of each epoch since the last rescale
     plans = []
     for epoch in sorted(by_epoch):
         decisions = by_epoch[epoch]
         for d in decisions:
             if d["operator_id"] in simulated:
                 d["current_parallelism"] = simulated[d["operator_id"]]
-        complete = all(d["status"] == "ok" for d in decisions)
-        agreeing.append((complete, _direction(decisions)))
-        wanted, count = agreeing[-1][1], 0
-        for ok, direction in reversed(agreeing):
-            if not ok:
-                continue
-            if direction != wanted:
-                break
-            count += 1
+        since.append(decisions)
+        count = agreeing_epochs(since)
         end = datetime.fromtimestamp((epoch + 1) * job.interval_s, tz=UTC)
         plan = decide(job, epoch, decisions, last_rescale=last, decided_epochs_since_rescale=count, now=end)
         plans.append(plan)
         if plan.action == RESCALE:
             for op in plan.operators:
                 simulated[op.operator_id] = op.final
-            last, agreeing = LastRescale(epoch, end), []
+            last, since = LastRescale(epoch, end), []
     return Replay(plans)

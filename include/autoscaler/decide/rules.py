@@ -237,6 +237,34 @@ def _withheld(job: JobConfig, now: datetime | None) -> str | None:
     return f"excluded period {period.text} UTC" if period else None
 
 
+def _direction(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Operator id -> +1, -1 or 0: where the epoch's proposal moves each non-source operator."""
+    out = {}
+    for r in rows:
+        if not r["is_source"] and r["target_parallelism"] is not None:
+            change = r["target_parallelism"] - r["current_parallelism"]
+            out[r["operator_id"]] = (change > 0) - (change < 0)
+    return out
+
+
+def agreeing_epochs(epochs: Sequence[Sequence[Mapping[str, Any]]]) -> int:
+    """What activation counts: of the epochs' decision rows (oldest first, the decided epoch last), how many,
+    newest first, propose the same direction per operator as the decided one.
+
+    An epoch with an incomplete decision is skipped; one that disagrees ends the count.
+    """
+    if not epochs:
+        return 0
+    wanted, count = _direction(epochs[-1]), 0
+    for rows in reversed(epochs):
+        if not all(r["status"] == "ok" for r in rows):
+            continue
+        if _direction(rows) != wanted:
+            break
+        count += 1
+    return count
+
+
 def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decided: int, now: datetime | None) -> str | None:
     """Why warm-up, activation or cooldown hold a proposal back now (None: they let it pass)."""
     stability = job.stability

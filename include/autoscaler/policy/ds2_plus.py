@@ -128,7 +128,7 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
     return Demand(keep_rates, change_rates, _total_arrival(topology, windows, source_rates), backlog, words)
 
 
-def _capacity(total_now: float, p: int, current: int, alpha_ratio: float, share: float) -> float:
+def _capacity(total_now: float, p: int, alpha_ratio: float, share: float) -> float:
     """The input rate ``p`` instances take: the scaled capacity, as far as the busiest instance allows."""
     return total_now * alpha_ratio / (share * p + 1 - share)
 
@@ -142,7 +142,7 @@ def _size(op: str, w: OperatorWindow, need: float, options: PolicyOptions, epoch
     limit = min(high, SEARCH_LIMIT)
 
     def capacity(p: int) -> float:
-        return _capacity(total, p, current, fit.ratio(p, current), share)
+        return _capacity(total, p, fit.ratio(p, current), share)
 
     why = fit.words()
     if share:
