@@ -8,7 +8,6 @@ would make, and the Flink job is never touched.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -16,7 +15,7 @@ from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
 from tests.integration.conftest import UNDERPROVISIONED
-from tests.integration.scaling_setup import environment, job_entry, next_epoch_end
+from tests.integration.scaling_setup import dag_test_environment, job_entry, next_epoch_end
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 10
@@ -24,24 +23,9 @@ INTERVAL_S = 10
 
 @pytest.fixture(scope="module")
 def watch_env(flink, tmp_path_factory):
-    data = tmp_path_factory.mktemp("ds2-data")
-    env = environment(flink, data / "jobs.yaml", data, [job_entry(flink, "watch", INTERVAL_S, recommendation_only=True)])
-    env["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    os.environ["PATH"] = f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"
-    from airflow.utils import db
-
-    db.resetdb()
-    from ds2_airflow.bootstrap import ensure_pools
-
-    ensure_pools()
-    yield data
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    entry = job_entry(flink, "watch", INTERVAL_S, recommendation_only=True)
+    with dag_test_environment(flink, tmp_path_factory.mktemp("ds2-data"), [entry]) as data:
+        yield data
 
 
 def test_a_recommendation_only_job_records_the_rescale_it_would_make_and_is_never_touched(flink, watch_env):

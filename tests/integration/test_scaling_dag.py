@@ -7,7 +7,6 @@ run; the next runs change nothing (converged, no oscillation).
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 
 import pytest
@@ -16,7 +15,7 @@ from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
 from tests.integration.conftest import UNDERPROVISIONED
-from tests.integration.scaling_setup import environment, job_entry, next_epoch_end
+from tests.integration.scaling_setup import dag_test_environment, job_entry, next_epoch_end
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 10
@@ -24,24 +23,11 @@ INTERVAL_S = 10
 
 @pytest.fixture(scope="module")
 def scaling_env(flink, tmp_path_factory):
-    data = tmp_path_factory.mktemp("ds2-data")
-    env = environment(flink, data / "jobs.yaml", data, [job_entry(flink, "auto", INTERVAL_S)])
-    env["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    os.environ["PATH"] = f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"
-    from airflow.utils import db
+    with dag_test_environment(flink, tmp_path_factory.mktemp("ds2-data"), [job_entry(flink, "auto", INTERVAL_S)]) as data:
+        from ds2_airflow.bootstrap import ensure_pools
 
-    db.resetdb()
-    from ds2_airflow.bootstrap import ensure_pools
-
-    assert ensure_pools() == ["ds2_auto"]
-    yield data
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+        assert ensure_pools() == ["ds2_auto"]
+        yield data
 
 
 @pytest.fixture(scope="module")
