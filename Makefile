@@ -78,7 +78,7 @@ airflow-status:
 	scripts/airflow.sh status
 	scripts/postgres.sh status
 
-## The project's PostgreSQL alone (data/postgres, 127.0.0.1, first free port from 55432).
+## The project's PostgreSQL alone (data/postgres, 127.0.0.1, first free port from 25432).
 postgres-up: setup
 	scripts/postgres.sh up
 postgres-down:

@@ -15,7 +15,7 @@
 #
 # Environment: PG_DATA_DIR (data/postgres: the cluster in cluster/, its log in log/, the admin
 # password and port in ds2-postgres.env, role passwords in roles/; all mode 0600), PG_PORT (the
-# first free port from 55432 when unset; kept across restarts while it stays free),
+# first free port from 25432 when unset; kept across restarts while it stays free),
 # PG_START_TIMEOUT (60 s), PG_STOP_TIMEOUT (30 s). As root, the server runs as the 'postgres'
 # user (PostgreSQL refuses to run as root), which must be able to reach PG_DATA_DIR.
 set -euo pipefail
@@ -32,7 +32,10 @@ STATE=$DATA_DIR/ds2-postgres.env # PG_PORT and PG_ADMIN_PASSWORD of this cluster
 PID_FILE=$DATA_DIR/postgres.pid  # "<pid> <start ticks>" of the postmaster we started
 LOCK=$DATA_DIR/.lock
 ADMIN=ds2admin
-DEFAULT_PORT=55432
+# Below Linux's ephemeral range (32768-60999): a port in that range can be held by any outgoing
+# connection's local end, which a connect test does not see and which makes the bind fail (a CI run
+# lost 7 tests to 55432 that way).
+DEFAULT_PORT=25432
 START_TIMEOUT=${PG_START_TIMEOUT:-60}
 STOP_TIMEOUT=${PG_STOP_TIMEOUT:-30}
 check_uints START_TIMEOUT STOP_TIMEOUT
@@ -166,11 +169,20 @@ cmd_up() {
   t0=$(now_ms)
   rm -f "$PID_FILE"
   # A session of its own (setsid): the server outlives the make, test or terminal that started it.
-  if ! as_server setsid -w "$bin/pg_ctl" start -D "$CLUSTER" -l "$LOG_DIR/postgres.log" -w -t "$START_TIMEOUT" \
-    -o "-p $port" >/dev/null 9>&-; then
+  # A port chosen here can still be taken between the check and the bind (another server starting);
+  # then the next free one is tried. A port the user set is never swapped.
+  local tries=5
+  until as_server setsid -w "$bin/pg_ctl" start -D "$CLUSTER" -l "$LOG_DIR/postgres.log" -w -t "$START_TIMEOUT" \
+    -o "-p $port" >/dev/null 2>&1 9>&-; do
+    tries=$((tries - 1))
+    if [ -z "${PG_PORT:-}" ] && [ "$tries" -gt 0 ] && tail -n 20 "$LOG_DIR/postgres.log" | grep -q 'could not bind'; then
+      log "port $port was taken before the server bound it; trying the next free port"
+      port=$(first_free_port $((port + 1)))
+      continue
+    fi
     tail -n 20 "$LOG_DIR/postgres.log" >&2 || true
     die "PostgreSQL did not start (log: $LOG_DIR/postgres.log)"
-  fi
+  done
   pid=$(head -n1 "$CLUSTER/postmaster.pid")
   is_uint "$pid" || die "no pid in $CLUSTER/postmaster.pid"
   echo "$pid $(proc_start "$pid")" >"$PID_FILE"

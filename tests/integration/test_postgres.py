@@ -9,12 +9,16 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import socket
+import tempfile
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg2
 import pytest
@@ -80,6 +84,30 @@ def test_postgres_script_lifecycle():
             server.script("down", check=False)
             shutil.rmtree(server.data_dir, ignore_errors=True)
     assert server.script("status", check=False).returncode == 3
+
+
+def test_postgres_moves_on_when_its_port_is_taken_at_bind_time():
+    """A port that a connect test sees free can still be held, by a socket bound and not listening (the
+    local end of an outgoing connection in the ephemeral range is one): ``up`` takes the next free port."""
+    data_dir = Path(tempfile.mkdtemp(prefix="ds2-tests-pg-"))
+    data_dir.chmod(0o755)
+    server = PostgresServer(data_dir, {**os.environ, "PG_DATA_DIR": str(data_dir)})
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))  # bound, never listening: invisible to a connect test
+        held_port = held.getsockname()[1]
+        try:
+            server.script("up")
+            server.script("down")
+            state = data_dir / "ds2-postgres.env"  # the port it keeps across restarts becomes the held one
+            state.write_text(re.sub(r"(?m)^PG_PORT=.*$", f"PG_PORT={held_port}", state.read_text()))
+            res = server.script("up")
+            assert f"port {held_port} was taken before the server bound it" in res.stderr, res.stderr
+            port = int(dict(line.split("=", 1) for line in (data_dir / "ds2-postgres.env").read_text().split())["PG_PORT"])
+            assert port != held_port
+            assert server.script("status").stdout.startswith(f"postgres: running on 127.0.0.1:{port} ")
+        finally:
+            server.script("down", check=False)
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 STRESS_DAGS = 3
