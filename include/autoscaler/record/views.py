@@ -114,13 +114,24 @@ def job_view(store_root: str | Path, job: str, interval_s: float, first: int, la
 
 def _state(rows: list[dict[str, Any]], decided: list[dict[str, Any]], action: dict[str, Any] | None,
            valid: dict[str, Any] | None) -> str:  # fmt: skip
-    if valid and valid["status"] == "failed":
+    return epoch_state(
+        quarantined=bool(valid and valid["status"] == "failed"),
+        traced=bool(rows or decided or action),
+        recommended=bool(action and action["outcome"] == RECOMMENDED),
+        warm=any(d["status"] == "warmup" for d in decided) or any(r["warmup"] for r in rows),
+        decided=bool(decided),
+    )
+
+
+def epoch_state(quarantined: bool, traced: bool, recommended: bool, warm: bool, decided: bool) -> str:
+    """An epoch's state for shading, from what the store holds of it (the job view and its series share it)."""
+    if quarantined:
         return QUARANTINED
-    if not rows and not decided and not action:
+    if not traced:
         return LOST
-    if action and action["outcome"] == RECOMMENDED:
+    if recommended:
         return RECOMMENDATION
-    if any(d["status"] == "warmup" for d in decided) or any(r["warmup"] for r in rows):
+    if warm:
         return WARMUP
     return DECIDED if decided else MEASURED
 
@@ -174,4 +185,25 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
                 decision_lag_s=statistics.median(lags) if lags else None,
             )
         )
+    return out
+
+
+def recent_alerts(path: str | Path, since_s: float, now: datetime | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The alerts of the last ``since_s`` seconds in an alerts file (one JSON object a line), by DAG id, oldest first.
+
+    A line that is not an alert (torn by a crash, edited by hand) is skipped: the page must still load.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=since_s)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            alert = json.loads(line)
+            at = datetime.fromisoformat(alert["at"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if at >= cutoff and isinstance(alert.get("dag_id"), str):
+            out.setdefault(alert["dag_id"], []).append(alert)
     return out

@@ -1,0 +1,185 @@
+"""The autoscaler's pages in the Airflow UI: a view per job (a tab on its DAGs' pages) and the fleet page.
+
+Served by the api-server under ``/ds2-views/``; the pages and the data come from the core
+(:mod:`autoscaler.record.pages`, :mod:`autoscaler.record.series`, :mod:`autoscaler.record.views`):
+
+- ``/ds2-views/dags/{dag_id}``: the job of that scaling (or what-if) DAG, over ``?hours=`` (default 6)
+  or ``?first=&last=`` epochs; ``/dags/{dag_id}/epochs/{epoch}``: one epoch with its reasons;
+- ``/ds2-views/fleet``: every job (``?sort=`` a column, ``&desc=1``);
+- ``/ds2-views/api/...``: the same data as JSON, for scripts (Python can call the core directly).
+
+Everything needs an authenticated user (Airflow's session cookie or a Bearer token; anonymous: 401);
+a job's pages need read access to its DAG, and the fleet lists only jobs whose DAG the user may read.
+The tab appears on every DAG's page (Airflow has no per-DAG tabs): on a DAG that scales no job it
+says so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag, requires_authenticated
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import Path as PathParam
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from autoscaler.config.jobs import JobConfig, config_path, load_jobs
+from autoscaler.record import pages
+from autoscaler.record.series import job_series
+from autoscaler.record.views import fleet_view, job_view, recent_alerts
+from ds2_airflow.runtime import DOCS_URL_PREFIX, data_dir, docs_dir, store_root
+
+PREFIX = "/ds2-views"
+TAB_ROUTE = "ds2-autoscaler"  # the job view's tab: /dags/<dag_id>/plugin/ds2-autoscaler
+DagId = Annotated[str, PathParam(pattern=r"^[A-Za-z0-9_.-]{1,250}$")]
+MAX_RANGE_EPOCHS = 200_000
+RECENT_EPOCHS = 12
+
+
+def _jobs() -> dict[str, JobConfig]:
+    """Each scaling and what-if DAG id -> its job."""
+    out: dict[str, JobConfig] = {}
+    for job in load_jobs(config_path()):
+        out[job.dag_id] = out[job.what_if_dag_id] = job
+    return out
+
+
+def _job(dag_id: str) -> JobConfig:
+    job = _jobs().get(dag_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"the DAG {dag_id} scales no registered job")
+    return job
+
+
+def _range(job: JobConfig, hours: float | None, first: int | None, last: int | None) -> tuple[int, int]:
+    interval = job.interval.total_seconds()
+    if first is not None or last is not None:
+        if first is None or last is None or last < first:
+            raise HTTPException(status_code=422, detail="give both first and last epochs, first <= last")
+        lo, hi = first, last
+    else:
+        hi = int(time.time() // interval) - 1
+        lo = hi - max(1, math.ceil((hours or 6) * 3600 / interval)) + 1
+    if hi - lo + 1 > MAX_RANGE_EPOCHS:
+        raise HTTPException(status_code=422, detail=f"at most {MAX_RANGE_EPOCHS} epochs per view")
+    return lo, hi
+
+
+def _links(dag_id: str) -> pages.Links:
+    return pages.Links(
+        bundle=f"{PREFIX}/static/vega.js",
+        epoch=lambda e: f"{PREFIX}/dags/{dag_id}/epochs/{e}",
+        fleet=f"{PREFIX}/fleet",
+    )
+
+
+def _docs_href(page: str | None) -> str | None:
+    if not page:
+        return None
+    try:
+        return f"{DOCS_URL_PREFIX}/{Path(page).resolve().relative_to(docs_dir().resolve()).as_posix()}"
+    except ValueError:
+        return None
+
+
+def views_app() -> FastAPI:
+    app = FastAPI(title="DS2 autoscaler views", dependencies=[Depends(requires_authenticated())])
+    read_dag = [Depends(requires_access_dag("GET"))]
+    Hours = Annotated[float | None, Query(gt=0, le=24 * 366)]
+    Epoch = Annotated[int | None, Query(ge=0)]
+
+    @app.get("/static/vega.js", include_in_schema=False)
+    def bundle() -> Response:
+        return Response(pages.vega_bundle(), media_type="text/javascript", headers={"Cache-Control": "private, max-age=86400"})
+
+    def series_of(dag_id: str, hours: float | None, first: int | None, last: int | None) -> tuple[JobConfig, Any]:
+        job = _job(dag_id)
+        lo, hi = _range(job, hours, first, last)
+        excluded = (lambda t: any(p.contains(t) for p in job.excluded_periods)) if job.excluded_periods else None
+        return job, job_series(store_root(), job.name, job.interval.total_seconds(), lo, hi, excluded=excluded)
+
+    @app.get("/dags/{dag_id}", dependencies=read_dag, response_class=HTMLResponse)
+    def job_page(dag_id: DagId, hours: Hours = None, first: Epoch = None, last: Epoch = None) -> HTMLResponse:
+        if dag_id not in _jobs():
+            return HTMLResponse(f"<p>The DAG {dag_id} scales no registered job: the autoscaler's view is on its jobs' DAGs.</p>")
+        job, series = series_of(dag_id, hours, first, last)
+        recent = job_view(
+            store_root(), job.name, series.interval_s, max(series.first, series.last - RECENT_EPOCHS + 1), series.last
+        )
+        subtitle = (f"Flink job {job.flink_job_name} · policy {job.policy.kind} · every {job.interval}"
+                    f"{' · recommendation only' if job.recommendation_only else ''}")  # fmt: skip
+        html = pages.job_page(series, title=job.name, subtitle=subtitle, links=_links(dag_id),
+                              hours=None if first is not None else (hours or 6), recent=recent)  # fmt: skip
+        return HTMLResponse(html)
+
+    @app.get("/dags/{dag_id}/epochs/{epoch}", dependencies=read_dag, response_class=HTMLResponse)
+    def epoch_page(dag_id: DagId, epoch: Annotated[int, PathParam(ge=0)]) -> HTMLResponse:
+        job = _job(dag_id)
+        (view,) = job_view(store_root(), job.name, job.interval.total_seconds(), epoch, epoch)
+        run_href = f"/dags/{job.dag_id}/runs/{view.run_id}" if view.run_id else None
+        html = pages.epoch_page(view, title=job.name, links=_links(dag_id), job_href=f"{PREFIX}/dags/{dag_id}",
+                                run_href=run_href, docs_href=_docs_href(view.docs_page))  # fmt: skip
+        return HTMLResponse(html)
+
+    @app.get("/api/dags/{dag_id}/series", dependencies=read_dag)
+    def series_json(dag_id: DagId, hours: Hours = None, first: Epoch = None, last: Epoch = None) -> JSONResponse:
+        return JSONResponse(series_of(dag_id, hours, first, last)[1].as_dict())
+
+    @app.get("/api/dags/{dag_id}/epochs/{epoch}", dependencies=read_dag)
+    def epoch_json(dag_id: DagId, epoch: Annotated[int, PathParam(ge=0)]) -> JSONResponse:
+        job = _job(dag_id)
+        (view,) = job_view(store_root(), job.name, job.interval.total_seconds(), epoch, epoch)
+        return JSONResponse(_jsonable(asdict(view)))
+
+    def fleet(user: Any) -> tuple[list[Any], dict[str, str], dict[str, list[dict[str, Any]]]]:
+        readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+        jobs = [j for j in load_jobs(config_path()) if j.dag_id in readable]
+        rows = fleet_view(store_root(), [(j.name, j.interval.total_seconds()) for j in jobs], datetime.now(UTC))
+        hrefs = {j.name: f"/dags/{j.dag_id}/plugin/{TAB_ROUTE}" for j in jobs}
+        by_dag = recent_alerts(data_dir() / "alerts.jsonl", since_s=86_400)
+        return rows, hrefs, {j.name: by_dag.get(j.dag_id, []) for j in jobs}
+
+    @app.get("/fleet", response_class=HTMLResponse)
+    def fleet_page(user: GetUserDep, sort: Annotated[str, Query(pattern=r"^[a-z]{1,16}$")] = "gap",
+                   desc: Annotated[int, Query(ge=0, le=1)] = 1) -> HTMLResponse:  # fmt: skip
+        if sort not in pages.FLEET_COLUMNS:
+            raise HTTPException(status_code=422, detail=f"sort is one of {', '.join(pages.FLEET_COLUMNS)}")
+        rows, hrefs, alerts = fleet(user)
+        html = pages.fleet_page(rows, hrefs=hrefs, alerts=alerts, sort=sort, descending=bool(desc),
+                                links=_links("~"), now=datetime.now(UTC))  # fmt: skip
+        return HTMLResponse(html)
+
+    @app.get("/api/fleet")
+    def fleet_json(user: GetUserDep) -> JSONResponse:
+        rows, _, alerts = fleet(user)
+        return JSONResponse([_jsonable(asdict(r) | {"gap": r.gap, "alerts": len(alerts[r.job])}) for r in rows])
+
+    return app
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class DS2ViewsPlugin(AirflowPlugin):
+    name = "ds2_views"
+    fastapi_apps = [{"app": views_app(), "url_prefix": PREFIX, "name": "DS2 autoscaler views"}]  # noqa: RUF012
+    external_views = [  # noqa: RUF012
+        {"name": "Autoscaler", "href": f"{PREFIX}/dags/{{DAG_ID}}", "destination": "dag", "url_route": TAB_ROUTE},
+        {"name": "Autoscaler fleet", "href": f"{PREFIX}/fleet", "destination": "nav", "url_route": "ds2-fleet"},
+    ]

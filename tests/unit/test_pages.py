@@ -1,0 +1,86 @@
+"""The job view and fleet pages: Vega-Lite specs carrying each series, reasons one click away, escaping, sorting."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+
+from autoscaler.record import pages
+from autoscaler.record.series import job_series
+from autoscaler.record.views import fleet_view, job_view, recent_alerts
+from tests.unit.test_views import E0, INTERVAL, T0, store
+
+LINKS = pages.Links(bundle="/v/static/vega.js", epoch=lambda e: f"/v/dags/ds2_j/epochs/{e}", fleet="/v/fleet")
+
+
+def _specs(html: str) -> dict:
+    return json.loads(re.search(r"const specs = (\{.*\});", html).group(1))
+
+
+def _layer_values(spec: dict) -> list[list[dict]]:
+    return [layer["data"]["values"] for layer in spec["layer"]]
+
+
+def test_the_job_page_embeds_each_series_and_links_each_epoch_to_its_reasons(tmp_path):
+    root = store(tmp_path)
+    series = job_series(root, "j", INTERVAL, E0, E0 + 4)
+    recent = job_view(root, "j", INTERVAL, E0, E0 + 4)
+    html = pages.job_page(series, title="j <b>", subtitle="Flink job x", links=LINKS, hours=6, recent=recent)
+    specs = _specs(html)
+    assert set(specs) == {"load", "backlog", "parallelism"}
+    assert "$schema" in specs["load"] and "vega-lite" in specs["load"]["$schema"]
+    shading, lines = _layer_values(specs["load"])
+    assert {r["state"] for r in shading} == {"warm-up", "quarantined", "lost", "recommendation-only"}
+    assert {(r["series"], r["value"]) for r in lines if r["time"] == T0.isoformat()} == {
+        ("arrival rate", 20_000),
+        ("throughput", 18_000),
+    }
+    _, backlog = _layer_values(specs["backlog"])
+    assert [r["backlog"] for r in backlog] == [50_000]
+    _, lines, points, rules = _layer_values(specs["parallelism"])
+    assert {(r["operator"], r["what"], r["value"]) for r in lines if r["epoch"] == E0} == {
+        ("COUNT", "parallelism", 1),
+        ("COUNT", "recommended", 4),
+    }
+    assert points[0]["href"] == f"/v/dags/ds2_j/epochs/{E0}"
+    assert [(r["outcome"], r["change"]) for r in rules] == [("succeeded", "COUNT 1 -> 4"), ("recommended", "COUNT 1 -> 1")]
+    # The newest epochs' reasons are one click away (a <details>), and every epoch links to its page.
+    assert "<details><summary>2 operators</summary>" in html and "count needs 6" in html
+    assert f'href="/v/dags/ds2_j/epochs/{E0 + 4}"' in html
+    assert "j &lt;b&gt;" in html and "j <b>" not in html  # escaped
+    assert '<script type="module" src="/v/static/vega.js">' in html
+
+
+def test_the_epoch_page_shows_its_reasons_action_and_links(tmp_path):
+    (view,) = job_view(store(tmp_path), "j", INTERVAL, E0, E0)
+    html = pages.epoch_page(view, title="j", links=LINKS, job_href="/v/dags/ds2_j", run_href="/dags/ds2_j/runs/r1",
+                            docs_href="/ds2-docs/e/index.html")  # fmt: skip
+    assert '<b id="state">decided</b>' in html and "count needs 4" in html and "approved by alice" in html
+    assert "→ 4 applied" in html and 'href="/dags/ds2_j/runs/r1"' in html and 'href="/ds2-docs/e/index.html"' in html
+
+
+def test_the_fleet_page_sorts_by_any_column_and_counts_alerts(tmp_path):
+    now = T0 + timedelta(minutes=5, seconds=30)
+    rows = fleet_view(store(tmp_path), [("j", INTERVAL)], now)
+    other = fleet_view(tmp_path / "empty", [("k", INTERVAL)], now)
+    alerts_file = tmp_path / "alerts.jsonl"
+    alerts_file.write_text(
+        json.dumps({"at": now.isoformat(), "dag_id": "ds2_j", "task_id": "rescale", "problem": "job left stopped"})
+        + "\nnot json\n"
+        + json.dumps({"at": (now - timedelta(days=2)).isoformat(), "dag_id": "ds2_j", "problem": "old"})
+        + "\n"
+    )
+    alerts = recent_alerts(alerts_file, since_s=86_400, now=now)
+    assert [a["problem"] for a in alerts["ds2_j"]] == ["job left stopped"]
+    html = pages.fleet_page(rows + other, hrefs={"j": "/dags/ds2_j/plugin/ds2-autoscaler"}, alerts={"j": alerts["ds2_j"]},
+                            sort="gap", descending=True, links=LINKS, now=now)  # fmt: skip
+    assert re.findall(r'data-job="(\w+)"', html) == ["j", "k"]
+    assert 'href="/dags/ds2_j/plugin/ds2-autoscaler" target="_top">j</a>' in html
+    assert "+2" in html and "job left stopped" in html
+    by_name = pages.fleet_page(rows + other, hrefs={}, alerts={}, sort="job", descending=True, links=LINKS, now=now)
+    assert re.findall(r'data-job="(\w+)"', by_name) == ["k", "j"]
+    with pytest.raises(ValueError, match="cannot sort by 'nope'"):
+        pages.fleet_page(rows, hrefs={}, alerts={}, sort="nope", descending=True, links=LINKS, now=now)
