@@ -30,6 +30,7 @@ import json
 import math
 import re
 import shutil
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -287,7 +288,14 @@ def run_scenario(
         run_side_by_side(scenario, group, outs, truth, work, startup_s, inputs)
 
 
+def _stop_on_term(signum: int, _frame: object) -> None:
+    # A sweep runs for hours in the background, where SIGINT is ignored: SIGTERM unwinds like Ctrl-C,
+    # so the running scenario's stack (Flink, Spark, Airflow, PostgreSQL) is stopped by its pids.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _stop_on_term)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="one scenario in a closed loop under one or more policies")

@@ -34,6 +34,8 @@ from autoscaler.config.jobs import JobConfig, config_path, load_jobs
 from autoscaler.record import pages
 from autoscaler.record.series import job_series
 from autoscaler.record.views import fleet_view, job_view, recent_alerts
+from autoscaler.store.parquet import epoch_span
+from autoscaler.store.schemas import METRICS
 from ds2_airflow.runtime import DOCS_URL_PREFIX, data_dir, docs_dir, store_root
 
 PREFIX = "/ds2-views"
@@ -41,6 +43,7 @@ TAB_ROUTE = "ds2-autoscaler"  # the job view's tab: /dags/<dag_id>/plugin/ds2-au
 DagId = Annotated[str, PathParam(pattern=r"^[A-Za-z0-9_.-]{1,250}$")]
 MAX_RANGE_EPOCHS = 200_000
 RECENT_EPOCHS = 12
+DEFAULT_HOURS = 6
 
 
 def _jobs() -> dict[str, JobConfig]:
@@ -58,18 +61,27 @@ def _job(dag_id: str) -> JobConfig:
     return job
 
 
-def _range(job: JobConfig, hours: float | None, first: int | None, last: int | None) -> tuple[int, int]:
+def _range(job: JobConfig, hours: float | None, first: int | None, last: int | None) -> tuple[int, int, str]:
+    """The epochs to show and, when they are not the newest ``hours``, why."""
     interval = job.interval.total_seconds()
+    note = ""
     if first is not None or last is not None:
         if first is None or last is None or last < first:
             raise HTTPException(status_code=422, detail="give both first and last epochs, first <= last")
         lo, hi = first, last
     else:
+        span = max(1, math.ceil((hours or DEFAULT_HOURS) * 3600 / interval))
         hi = int(time.time() // interval) - 1
-        lo = hi - max(1, math.ceil((hours or 6) * 3600 / interval)) + 1
+        known = epoch_span(store_root(), METRICS, job.name)
+        if known is not None and known[1] < hi - span:
+            # A job measured long ago (stopped, or a copied store): its newest span, not an empty chart.
+            since = datetime.fromtimestamp((known[1] + 1) * interval, tz=UTC)
+            hi, note = known[1], f"no epoch recorded since {since:%Y-%m-%d %H:%M} UTC"
+        # Nothing before the job's first epoch: those epochs were not lost, the job was not there yet.
+        lo = max(hi - span + 1, known[0] if known else hi)
     if hi - lo + 1 > MAX_RANGE_EPOCHS:
         raise HTTPException(status_code=422, detail=f"at most {MAX_RANGE_EPOCHS} epochs per view")
-    return lo, hi
+    return lo, hi, note
 
 
 def _links(dag_id: str) -> pages.Links:
@@ -99,24 +111,27 @@ def views_app() -> FastAPI:
     def bundle() -> Response:
         return Response(pages.vega_bundle(), media_type="text/javascript", headers={"Cache-Control": "private, max-age=86400"})
 
-    def series_of(dag_id: str, hours: float | None, first: int | None, last: int | None) -> tuple[JobConfig, Any]:
+    def series_of(dag_id: str, hours: float | None, first: int | None, last: int | None) -> tuple[JobConfig, Any, str]:
         job = _job(dag_id)
-        lo, hi = _range(job, hours, first, last)
+        lo, hi, note = _range(job, hours, first, last)
         excluded = (lambda t: any(p.contains(t) for p in job.excluded_periods)) if job.excluded_periods else None
-        return job, job_series(store_root(), job.name, job.interval.total_seconds(), lo, hi, excluded=excluded)
+        # The newest epochs' runs may still come, late (the late-runs timetable): pending, not lost.
+        pending = int(time.time() // job.interval.total_seconds()) - 1 - job.max_late_epochs
+        series = job_series(store_root(), job.name, job.interval.total_seconds(), lo, hi, excluded=excluded, pending_from=pending)
+        return job, series, note
 
     @app.get("/dags/{dag_id}", dependencies=read_dag, response_class=HTMLResponse)
     def job_page(dag_id: DagId, hours: Hours = None, first: Epoch = None, last: Epoch = None) -> HTMLResponse:
         if dag_id not in _jobs():
             return HTMLResponse(f"<p>The DAG {dag_id} scales no registered job: the autoscaler's view is on its jobs' DAGs.</p>")
-        job, series = series_of(dag_id, hours, first, last)
+        job, series, note = series_of(dag_id, hours, first, last)
         recent = job_view(
             store_root(), job.name, series.interval_s, max(series.first, series.last - RECENT_EPOCHS + 1), series.last
         )
         subtitle = (f"Flink job {job.flink_job_name} · policy {job.policy.kind} · every {job.interval}"
-                    f"{' · recommendation only' if job.recommendation_only else ''}")  # fmt: skip
+                    f"{' · recommendation only' if job.recommendation_only else ''}{' · ' + note if note else ''}")  # fmt: skip
         html = pages.job_page(series, title=job.name, subtitle=subtitle, links=_links(dag_id),
-                              hours=None if first is not None else (hours or 6), recent=recent)  # fmt: skip
+                              hours=None if first is not None else (hours or DEFAULT_HOURS), recent=recent)  # fmt: skip
         return HTMLResponse(html)
 
     @app.get("/dags/{dag_id}/epochs/{epoch}", dependencies=read_dag, response_class=HTMLResponse)
@@ -130,7 +145,8 @@ def views_app() -> FastAPI:
 
     @app.get("/api/dags/{dag_id}/series", dependencies=read_dag)
     def series_json(dag_id: DagId, hours: Hours = None, first: Epoch = None, last: Epoch = None) -> JSONResponse:
-        return JSONResponse(series_of(dag_id, hours, first, last)[1].as_dict())
+        _, series, note = series_of(dag_id, hours, first, last)
+        return JSONResponse(series.as_dict() | {"note": note})
 
     @app.get("/api/dags/{dag_id}/epochs/{epoch}", dependencies=read_dag)
     def epoch_json(dag_id: DagId, epoch: Annotated[int, PathParam(ge=0)]) -> JSONResponse:

@@ -8,7 +8,7 @@ import pytest
 
 from autoscaler.config.jobs import ExcludedPeriod
 from autoscaler.record.series import job_series
-from autoscaler.store.parquet import write_epochs
+from autoscaler.store.parquet import epoch_span, write_epochs
 from autoscaler.store.schemas import METRICS
 from tests.helpers import metrics_rows
 from tests.unit.test_views import E0, INTERVAL, T0, TOPO, store, windows
@@ -58,3 +58,12 @@ def test_a_long_range_comes_back_in_at_most_max_points_buckets(tmp_path):
 def test_an_empty_range_is_refused_naming_it(tmp_path):
     with pytest.raises(ValueError, match="an empty range"):
         job_series(tmp_path, "j", INTERVAL, E0, E0 - 1)
+
+
+def test_the_newest_epochs_without_a_trace_are_pending_and_the_span_is_known(tmp_path):
+    root = store(tmp_path)
+    s = job_series(root, "j", INTERVAL, E0, E0 + 5, pending_from=E0 + 3)
+    assert s.states["pending"] == 2 and "lost" not in s.states  # E0+3 and E0+5: their runs may still come
+    assert all(r["state"] != "pending" for r in s.shading)
+    assert epoch_span(root, METRICS, "j") == (E0, E0 + 4)
+    assert epoch_span(root, METRICS, "nobody") is None

@@ -119,11 +119,13 @@ def parallelism_chart(series: JobSeries, links: Links) -> dict[str, Any]:
     base = alt.Chart(alt.Data(values=rows)).encode(
         x=alt.X("time:T", title=None),
         y=alt.Y("value:Q", title="instances"),
+    )
+    lines = base.mark_line(interpolate="step-after").encode(
         color=alt.Color("operator:N", title="operator"),
         strokeDash=alt.StrokeDash("what:N", title=None, sort=["parallelism", "recommended"]),
     )
-    lines = base.mark_line(interpolate="step-after")
     points = base.mark_point(filled=True, size=30).encode(
+        color=alt.Color("operator:N", legend=None),
         href="href:N",
         tooltip=["operator:N", "what:N", "value:Q", "epoch:Q", alt.Tooltip("time:T", format="%Y-%m-%d %H:%M")],
     )

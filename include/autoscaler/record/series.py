@@ -33,6 +33,7 @@ from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, NOOP, RECOMMENDED, VALIDATIONS
 
 EXCLUDED = "excluded"
+PENDING = "pending"  # no trace yet, and its run may still come (late runs): not shaded
 SHADED = (LOST, QUARANTINED, WARMUP, RECOMMENDATION, EXCLUDED)
 MAX_POINTS = 720  # points per series: about one per pixel column of a wide chart
 
@@ -74,8 +75,13 @@ def job_series(
     last: int,
     max_points: int = MAX_POINTS,
     excluded: Callable[[datetime], bool] | None = None,
+    pending_from: int | None = None,
 ) -> JobSeries:
-    """The series of ``job`` over epochs [first, last]; ``excluded(t)`` tells whether a time is in an excluded period."""
+    """The series of ``job`` over epochs [first, last].
+
+    ``excluded(t)`` tells whether a time is in an excluded period; an epoch from ``pending_from`` on
+    with no trace yet is "pending" (its run may still come late), not lost.
+    """
     if last < first:
         raise ValueError(f"an empty range: epoch {first} to {last}")
     epochs = range(first, last + 1)
@@ -145,6 +151,8 @@ def job_series(
             EXCLUDED if s not in (LOST, QUARANTINED) and excluded(datetime.fromtimestamp((e + 1) * interval_s, tz=UTC)) else s
             for e, s in zip(epochs, states, strict=True)
         ]
+    if pending_from is not None:
+        states = [PENDING if s == LOST and e >= pending_from else s for e, s in zip(epochs, states, strict=True)]
     counts: dict[str, int] = {}
     for s in states:
         counts[s] = counts.get(s, 0) + 1

@@ -174,7 +174,7 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
         out.append(
             FleetRow(
                 job=job,
-                current=measured[-1].parallelism if measured else {},
+                current=_current(measured, day),
                 recommended=newest.recommended if newest else {},
                 last_decision_epoch=newest.epoch if newest else None,
                 last_decision_age_s=(now - newest.decided_at).total_seconds() if newest and newest.decided_at else None,
@@ -186,6 +186,17 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
             )
         )
     return out
+
+
+def _current(measured: list[EpochView], day: list[EpochView]) -> dict[str, int]:
+    """The newest measured parallelism, with the rescales applied since (the epoch that rescaled measured the old one)."""
+    if not measured:
+        return {}
+    current = dict(measured[-1].parallelism)
+    for e in day:
+        if e.epoch >= measured[-1].epoch and e.applied:
+            current.update(e.applied)
+    return current
 
 
 def recent_alerts(path: str | Path, since_s: float, now: datetime | None = None) -> dict[str, list[dict[str, Any]]]:

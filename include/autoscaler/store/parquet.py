@@ -216,6 +216,20 @@ def read_epochs(root: str | Path, table: Table, job: str, epochs: Iterable[int] 
     return data.select(schema.names).cast(schema)
 
 
+def epoch_span(root: str | Path, table: Table, job: str) -> tuple[int, int] | None:
+    """The oldest and newest epoch of one job in a table (reads its oldest and newest blocks only); None: no rows."""
+    job_dir = table_dir(root, table) / f"job={validate_job_name(job)}"
+    blocks = sorted(int(d.name.split("=", 1)[1]) for d in job_dir.glob("epoch_block=*") if d.name[12:].isdigit())
+    ends: list[int] = []
+    for order in (blocks, blocks[::-1]):
+        for block in order:
+            epochs = _read_committed(root, table, job, job_dir / f"epoch_block={block}").column("epoch")
+            if len(epochs):
+                ends.append(int((pc.min if order is blocks else pc.max)(epochs).as_py()))
+                break
+    return (ends[0], ends[1]) if len(ends) == 2 else None
+
+
 def dataset(root: str | Path, table: Table) -> ds.Dataset:
     """All jobs of a table as a pyarrow dataset (hive partitioning)."""
     return ds.dataset(table_dir(root, table), format="parquet", partitioning="hive", schema=table.arrow_schema())
