@@ -87,7 +87,7 @@ def _range(job: JobConfig, hours: float | None, first: int | None, last: int | N
 def _links(dag_id: str) -> pages.Links:
     return pages.Links(
         bundle=f"{PREFIX}/static/vega.js",
-        epoch=lambda e: f"{PREFIX}/dags/{dag_id}/epochs/{e}",
+        epoch_prefix=f"{PREFIX}/dags/{dag_id}/epochs/",
         fleet=f"{PREFIX}/fleet",
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from autoscaler.record.series import job_series
 from autoscaler.record.views import fleet_view, job_view, recent_alerts
 from tests.unit.test_views import E0, INTERVAL, T0, store
 
-LINKS = pages.Links(bundle="/v/static/vega.js", epoch=lambda e: f"/v/dags/ds2_j/epochs/{e}", fleet="/v/fleet")
+LINKS = pages.Links(bundle="/v/static/vega.js", epoch_prefix="/v/dags/ds2_j/epochs/", fleet="/v/fleet")
 
 
 def _specs(html: str) -> dict:
@@ -21,7 +22,7 @@ def _specs(html: str) -> dict:
 
 
 def _layer_values(spec: dict) -> list[list[dict]]:
-    return [layer["data"]["values"] for layer in spec["layer"]]
+    return [spec["datasets"][layer["data"]["name"]] for layer in spec["layer"]]
 
 
 def test_the_job_page_embeds_each_series_and_links_each_epoch_to_its_reasons(tmp_path):
@@ -45,12 +46,16 @@ def test_the_job_page_embeds_each_series_and_links_each_epoch_to_its_reasons(tmp
         ("COUNT", "parallelism", 1),
         ("COUNT", "recommended", 4),
     }
-    assert points[0]["href"] == f"/v/dags/ds2_j/epochs/{E0}"
+    href = next(layer for layer in specs["parallelism"]["layer"] if layer["mark"]["type"] == "point")["transform"]
+    assert href == [{"calculate": '"/v/dags/ds2_j/epochs/" + datum.epoch', "as": "href"}] and points[0]["epoch"] == E0
     assert [(r["outcome"], r["change"]) for r in rules] == [("succeeded", "COUNT 1 -> 4"), ("recommended", "COUNT 1 -> 1")]
     # The newest epochs' reasons are one click away (a <details>), and every epoch links to its page.
     assert "<details><summary>2 operators</summary>" in html and "count needs 6" in html
     assert f'href="/v/dags/ds2_j/epochs/{E0 + 4}"' in html
     assert "j &lt;b&gt;" in html and "j <b>" not in html  # escaped
+    hostile = replace(series, events=[series.events[0] | {"message": "</script><script>alert(1)</script>"}])
+    page = pages.job_page(hostile, title="j", subtitle="", links=LINKS, hours=6, recent=recent)
+    assert "<script>alert(1)" not in page and "&lt;/script&gt;&lt;script&gt;alert(1)" in page  # table and specs alike
     assert '<script type="module" src="/v/static/vega.js">' in html
 
 

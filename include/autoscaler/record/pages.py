@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -51,42 +51,47 @@ class Links:
     """Where a page links to; each is a path of the api-server."""
 
     bundle: str  # the vega bundle script
-    epoch: Callable[[int], str]  # one epoch's page of this job
+    epoch_prefix: str  # + an epoch number: that epoch's page of this job
     fleet: str
+
+    def epoch(self, epoch: int) -> str:
+        return f"{self.epoch_prefix}{epoch}"
 
 
 def _scale(colors: dict[str, str]) -> alt.Scale:
     return alt.Scale(domain=list(colors), range=list(colors.values()))
 
 
-def _shading(series: JobSeries) -> alt.Chart:
-    scale = _scale(SHADE_COLORS)
+def _data(name: str) -> alt.Chart:
+    # The rows go into the spec's top-level "datasets" after altair has built it: altair validates a
+    # spec against the Vega-Lite schema, inline rows included, which took 12 s for 720 points a series.
+    return alt.Chart(alt.Data(name=name))
+
+
+def _spec(chart: alt.LayerChart, title: str, height: int, datasets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    spec = chart.properties(width="container", height=height, title=title).to_dict()
+    spec["datasets"] = datasets
+    return spec
+
+
+def _shading() -> alt.Chart:
     return (
-        alt.Chart(alt.Data(values=series.shading or [{"start": None, "end": None, "state": None}]))
+        _data("shading")
         .mark_rect(opacity=0.2)
         .encode(
             x=alt.X("start:T", title=None),
             x2="end:T",
-            color=alt.Color("state:N", scale=scale, title="epochs"),
+            color=alt.Color("state:N", scale=_scale(SHADE_COLORS), title="epochs"),
             tooltip=[alt.Tooltip("state:N"), alt.Tooltip("start:T", format="%Y-%m-%d %H:%M"), alt.Tooltip("end:T")],
         )
     )
-
-
-def _with_shading(series: JobSeries, chart: alt.Chart, title: str) -> dict[str, Any]:
-    layered = (
-        alt.layer(_shading(series), chart)
-        .resolve_scale(color="independent")
-        .properties(width="container", height=CHART_HEIGHT, title=title)
-    )
-    return layered.to_dict()
 
 
 def load_chart(series: JobSeries) -> dict[str, Any]:
     rows = [{"time": p["time"], "series": name, "value": p[key]} for p in series.load
             for name, key in (("arrival rate", "arrival"), ("throughput", "throughput")) if p[key] is not None]  # fmt: skip
     line = (
-        alt.Chart(alt.Data(values=rows))
+        _data("load")
         .mark_line(point=series.step == 1)
         .encode(
             x=alt.X("time:T", title=None),
@@ -95,13 +100,14 @@ def load_chart(series: JobSeries) -> dict[str, Any]:
             tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "series:N", alt.Tooltip("value:Q", format=",.0f")],
         )
     )
-    return _with_shading(series, line, "Arrival rate and throughput (sources)")
+    layered = alt.layer(_shading(), line).resolve_scale(color="independent")
+    return _spec(layered, "Arrival rate and throughput (sources)", CHART_HEIGHT, {"shading": series.shading, "load": rows})
 
 
 def backlog_chart(series: JobSeries) -> dict[str, Any]:
     rows = [{"time": p["time"], "backlog": p["backlog"]} for p in series.load if p["backlog"] is not None]
     area = (
-        alt.Chart(alt.Data(values=rows))
+        _data("backlog")
         .mark_area(line=True, opacity=0.5, interpolate="step-after")
         .encode(
             x=alt.X("time:T", title=None),
@@ -109,30 +115,33 @@ def backlog_chart(series: JobSeries) -> dict[str, Any]:
             tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), alt.Tooltip("backlog:Q", format=",.0f")],
         )
     )
-    return _with_shading(series, area, "Backlog (records the sources owe)")
+    layered = alt.layer(_shading(), area).resolve_scale(color="independent")
+    return _spec(layered, "Backlog (records the sources owe)", CHART_HEIGHT, {"shading": series.shading, "backlog": rows})
 
 
 def parallelism_chart(series: JobSeries, links: Links) -> dict[str, Any]:
-    rows = [{"time": p["time"], "epoch": p["epoch"], "operator": p["operator"], "what": what, "value": p[what],
-             "href": links.epoch(p["epoch"])}
+    rows = [{"time": p["time"], "epoch": p["epoch"], "operator": p["operator"], "what": what, "value": p[what]}
             for p in series.parallelism for what in ("parallelism", "recommended") if p[what] is not None]  # fmt: skip
-    base = alt.Chart(alt.Data(values=rows)).encode(
-        x=alt.X("time:T", title=None),
-        y=alt.Y("value:Q", title="instances"),
-    )
+    href = f"{json.dumps(links.epoch_prefix)} + datum.epoch"  # a link per point, made in the browser
+    base = _data("parallelism").encode(x=alt.X("time:T", title=None), y=alt.Y("value:Q", title="instances"))
     lines = base.mark_line(interpolate="step-after").encode(
         color=alt.Color("operator:N", title="operator"),
         strokeDash=alt.StrokeDash("what:N", title=None, sort=["parallelism", "recommended"]),
     )
-    points = base.mark_point(filled=True, size=30).encode(
-        color=alt.Color("operator:N", legend=None),
-        href="href:N",
-        tooltip=["operator:N", "what:N", "value:Q", "epoch:Q", alt.Tooltip("time:T", format="%Y-%m-%d %H:%M")],
+    points = (
+        base.mark_point(filled=True, size=30)
+        .transform_calculate(href=href)
+        .encode(
+            color=alt.Color("operator:N", legend=None),
+            href="href:N",
+            tooltip=["operator:N", "what:N", "value:Q", "epoch:Q", alt.Tooltip("time:T", format="%Y-%m-%d %H:%M")],
+        )
     )
-    events = [e | {"href": links.epoch(e["epoch"]), "change": _change(e)} for e in series.events]
+    events = [e | {"change": _change(e)} for e in series.events]
     rules = (
-        alt.Chart(alt.Data(values=events or [{"time": None, "outcome": None}]))
+        _data("actions")
         .mark_rule(strokeWidth=2)
+        .transform_calculate(href=href)
         .encode(
             x="time:T",
             color=alt.Color("outcome:N", scale=_scale(OUTCOME_COLORS), title="actions"),
@@ -140,10 +149,9 @@ def parallelism_chart(series: JobSeries, links: Links) -> dict[str, Any]:
             tooltip=["outcome:N", "epoch:Q", "change:N", "downtime_s:Q", "approved_by:N", "message:N"],
         )
     )
-    layered = alt.layer(_shading(series), lines, points, rules).resolve_scale(color="independent")
-    return layered.properties(
-        width="container", height=CHART_HEIGHT + 40, title="Parallelism: measured and recommended"
-    ).to_dict()
+    layered = alt.layer(_shading(), lines, points, rules).resolve_scale(color="independent")
+    datasets = {"shading": series.shading, "parallelism": rows, "actions": events}
+    return _spec(layered, "Parallelism: measured and recommended", CHART_HEIGHT + 40, datasets)
 
 
 def _change(event: dict[str, Any]) -> str:
@@ -158,8 +166,13 @@ def job_page(series: JobSeries, *, title: str, subtitle: str, links: Links, hour
     events = [e | {"href": links.epoch(e["epoch"]), "change": _change(e)} for e in reversed(series.events)]
     return _ENV.get_template("job.html").render(
         title=title, subtitle=subtitle, series=series, links=links, hours=hours, ranges=RANGES_H, charts=charts,
-        charts_json=json.dumps(charts), events=events, recent=list(reversed(recent)), shade_colors=SHADE_COLORS,
+        charts_json=_script_json(charts), events=events, recent=list(reversed(recent)), shade_colors=SHADE_COLORS,
     )  # fmt: skip
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a <script> element: a message or a name holding "</script>" cannot end it."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def epoch_page(view: EpochView, *, title: str, links: Links, job_href: str, run_href: str | None,

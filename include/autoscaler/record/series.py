@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 
 from autoscaler.record.views import LOST, QUARANTINED, RECOMMENDATION, WARMUP, epoch_state
 from autoscaler.store.parquet import read_epochs
@@ -35,6 +36,7 @@ from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, NOOP, RECOMMEN
 EXCLUDED = "excluded"
 PENDING = "pending"  # no trace yet, and its run may still come (late runs): not shaded
 SHADED = (LOST, QUARANTINED, WARMUP, RECOMMENDATION, EXCLUDED)
+LOAD_KEYS = ("arrival", "throughput", "backlog")
 MAX_POINTS = 720  # points per series: about one per pixel column of a wide chart
 
 
@@ -60,7 +62,7 @@ def _iso(epoch: float, interval_s: float) -> str:
 
 
 def _frame(store_root: str | Path, table: Any, job: str, epochs: range, columns: list[str]) -> pd.DataFrame:
-    return read_epochs(store_root, table, job, epochs).select(columns).to_pandas()
+    return read_epochs(store_root, table, job, epochs, columns=columns).select(columns).to_pandas()
 
 
 def _none(value: Any) -> Any:
@@ -90,7 +92,8 @@ def job_series(
     metrics = _frame(store_root, METRICS, job, epochs, [*metric_cols, "pending_records", "warmup"])
     decision_cols = ["epoch", "operator_name", "is_source", "status", "target_parallelism"]
     decisions = _frame(store_root, DECISIONS, job, epochs, decision_cols)
-    actions = sorted(read_epochs(store_root, ACTIONS, job, epochs).to_pylist(), key=lambda a: a["epoch"])
+    actions = read_epochs(store_root, ACTIONS, job, epochs)
+    acted = actions.filter(pc.not_equal(actions.column("outcome"), NOOP)).to_pylist()  # few: every action but "no change"
     validations = _frame(store_root, VALIDATIONS, job, epochs, ["epoch", "status", "validated_at"])
 
     def bucket(frame: pd.DataFrame) -> pd.Series:
@@ -101,22 +104,21 @@ def job_series(
 
     # Load: per epoch over the sources, then per bucket.
     sources = metrics[metrics["is_source"]]
-    per_epoch = (
-        sources.groupby("epoch")
-        .agg(
-            arrival=("true_output_rate", "sum"),
-            throughput=("observed_output_rate", "sum"),
-            backlog=("pending_records", lambda s: s.sum() if s.notna().any() else float("nan")),
-        )
-        .reset_index()
-    )
+    by_epoch = sources.groupby("epoch")
+    per_epoch = pd.DataFrame(
+        {
+            "arrival": by_epoch["true_output_rate"].sum(),
+            "throughput": by_epoch["observed_output_rate"].sum(),
+            "backlog": by_epoch["pending_records"].sum(min_count=1),  # NaN: no source reported pendingRecords
+        }
+    ).reset_index()
     per_epoch["bucket"] = bucket(per_epoch)
     load_b = per_epoch.groupby("bucket").agg(
         arrival=("arrival", "mean"), throughput=("throughput", "mean"), backlog=("backlog", "max")
     )
     load = [
-        {"time": time(b), "epoch": int(b)} | {k: _none(float(getattr(r, k))) for k in ("arrival", "throughput", "backlog")}
-        for b, r in load_b.iterrows()
+        {"time": time(b), "epoch": int(b)} | {k: _none(float(v)) for k, v in zip(LOAD_KEYS, values, strict=True)}
+        for b, *values in load_b[list(LOAD_KEYS)].itertuples(name=None)
     ]
 
     # Parallelism and proposals, per operator and bucket (the maximum: a rescale within a bucket shows).
@@ -133,18 +135,20 @@ def job_series(
     ).sort_index()
     parallelism = [
         {"time": time(b), "epoch": int(b), "operator": op}
-        | {k: None if pd.isna(getattr(r, k)) else int(getattr(r, k)) for k in ("parallelism", "recommended")}
-        for (b, op), r in merged.iterrows()
+        | {"parallelism": None if pd.isna(n) else int(n), "recommended": None if pd.isna(r) else int(r)}
+        for (b, op), n, r in merged[["parallelism", "recommended"]].itertuples(name=None)
     ]
-    events = [_event(a, time(a["epoch"] + 1)) for a in actions if a["outcome"] != NOOP]
+    acted.sort(key=lambda a: a["epoch"])
+    events = [_event(a, time(a["epoch"] + 1)) for a in acted]
 
     # Each epoch's state, by the one rule job_view uses.
     latest = validations.sort_values("validated_at").groupby("epoch")["status"].last()
     quarantined = set(latest[latest == "failed"].index)
-    traced = set(metrics["epoch"]) | set(decisions["epoch"]) | {a["epoch"] for a in actions}
-    recommended = {a["epoch"] for a in actions if a["outcome"] == RECOMMENDED}
-    warm = set(decisions.loc[decisions["status"] == "warmup", "epoch"]) | set(metrics.loc[metrics["warmup"], "epoch"])
-    decided = set(decisions["epoch"])
+    decided = set(decisions["epoch"].unique())
+    traced = set(metrics["epoch"].unique()) | decided | set(pc.unique(actions.column("epoch")).to_pylist())
+    recommended = {a["epoch"] for a in acted if a["outcome"] == RECOMMENDED}
+    warm = set(decisions.loc[decisions["status"] == "warmup", "epoch"].unique())
+    warm |= set(metrics.loc[metrics["warmup"], "epoch"].unique())
     states = [epoch_state(e in quarantined, e in traced, e in recommended, e in warm, e in decided) for e in epochs]
     if excluded is not None:
         states = [

@@ -20,7 +20,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -130,10 +130,10 @@ class TornBlock(InputError):
     """A block file that cannot be read (torn by a crash without fsync, or not Parquet at all)."""
 
 
-def _read_block(table: Table, path: Path, dir_fd: int) -> pa.Table:
+def _read_block(table: Table, path: Path, dir_fd: int, columns: Sequence[str] | None = None) -> pa.Table:
     try:
         with os.fdopen(os.open(path.name, os.O_RDONLY, dir_fd=dir_fd), "rb") as handle:
-            return pq.read_table(handle, schema=table.arrow_schema(with_partitions=False))
+            return pq.read_table(handle, schema=table.arrow_schema(with_partitions=False), columns=columns)
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as exc:
@@ -145,7 +145,7 @@ def _read_block(table: Table, path: Path, dir_fd: int) -> pa.Table:
 READ_ATTEMPTS = 20
 
 
-def _read_block_dir(table: Table, block: Path) -> pa.Table:
+def _read_block_dir(table: Table, block: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """One consistent version of a block folder, even while a writer swaps it.
 
     The folder is opened once and its files are listed and opened through that handle, so all of
@@ -153,7 +153,7 @@ def _read_block_dir(table: Table, block: Path) -> pa.Table:
     empty or shrinking listing, or a file gone: a committed block is never empty, so that reads
     again, from the path, which names the new version by then.
     """
-    empty = table.arrow_schema(with_partitions=False).empty_table()
+    empty = _file_schema(table, columns).empty_table()
     for _ in range(READ_ATTEMPTS):
         try:
             dir_fd = os.open(block, os.O_RDONLY | os.O_DIRECTORY)
@@ -163,7 +163,7 @@ def _read_block_dir(table: Table, block: Path) -> pa.Table:
             names = sorted(n for n in os.listdir(dir_fd) if n.endswith(".parquet") and not n.startswith("."))
             if not names:
                 continue
-            parts = [_read_block(table, block / name, dir_fd) for name in names]
+            parts = [_read_block(table, block / name, dir_fd, columns) for name in names]
             return pa.concat_tables(parts)
         except FileNotFoundError:
             continue
@@ -172,10 +172,10 @@ def _read_block_dir(table: Table, block: Path) -> pa.Table:
     return empty
 
 
-def _read_committed(root: str | Path, table: Table, job: str, block: Path) -> pa.Table:
+def _read_committed(root: str | Path, table: Table, job: str, block: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """The committed rows of one block; an interrupted commit is repaired and a torn block set
     aside (both under the store lock, so never while a writer works on it)."""
-    empty = table.arrow_schema(with_partitions=False).empty_table()
+    empty = _file_schema(table, columns).empty_table()
     if not block.is_dir():
         if not any(block.parent.glob(f".trash-{block.name}-*")):
             return empty
@@ -184,21 +184,35 @@ def _read_committed(root: str | Path, table: Table, job: str, block: Path) -> pa
         if not block.is_dir():
             return empty
     try:
-        return _read_block_dir(table, block)
+        return _read_block_dir(table, block, columns)
     except TornBlock as torn:
         with store_lock(root, table, job):
             try:
-                return _read_block_dir(table, block)  # a writer may have replaced it meanwhile
+                return _read_block_dir(table, block, columns)  # a writer may have replaced it meanwhile
             except TornBlock:
                 if block.is_dir():
                     set_aside(block, str(torn))
         return empty
 
 
-def read_epochs(root: str | Path, table: Table, job: str, epochs: Iterable[int] | None = None) -> pa.Table:
-    """Rows of one job (all epochs, or the given ones), with the partition columns filled in."""
+def read_epochs(
+    root: str | Path, table: Table, job: str, epochs: Iterable[int] | None = None, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """Rows of one job (all epochs, or the given ones), with the partition columns filled in.
+
+    ``columns``: only these (``epoch`` is always read), in the table's order; reading fewer columns is
+    what makes a long range cheap (a decision's reason is most of its bytes).
+    """
     job_dir = table_dir(root, table) / f"job={validate_job_name(job)}"
-    schema = table.arrow_schema()
+    if columns is not None:
+        unknown = sorted(set(columns) - set(table.names))
+        if unknown:
+            raise InputError(table.name, f"no such columns: {', '.join(unknown)}")
+        wanted_cols = [c.name for c in table.data_columns if c.name in columns or c.name == "epoch"]
+        names_out = [n for n in table.names if n in columns or n == "epoch"]
+    else:
+        wanted_cols, names_out = None, table.names
+    schema = pa.schema([table.arrow_schema().field(n) for n in names_out])
     if not job_dir.exists():
         return schema.empty_table()
     wanted = None if epochs is None else sorted(set(epochs))
@@ -207,13 +221,18 @@ def read_epochs(root: str | Path, table: Table, job: str, epochs: Iterable[int] 
         names |= {t.name.split("-")[1] for t in job_dir.glob(".trash-epoch_block=*-*")}
     else:
         names = {f"epoch_block={b}" for b in {epoch_block(e) for e in wanted}}
-    parts = [_read_committed(root, table, job, job_dir / name) for name in sorted(names)]
-    data = pa.concat_tables(parts) if parts else table.arrow_schema(with_partitions=False).empty_table()
+    parts = [_read_committed(root, table, job, job_dir / name, wanted_cols) for name in sorted(names)]
+    data = pa.concat_tables(parts) if parts else _file_schema(table, wanted_cols).empty_table()
     if wanted is not None:
         data = data.filter(pc.is_in(data.column("epoch"), pa.array(wanted, pa.int64())))
     data = data.append_column("job", pa.array([job] * data.num_rows, pa.string()))
     data = data.append_column("epoch_block", pc.divide(data.column("epoch"), EPOCH_BLOCK_SIZE).cast(pa.int64()))
     return data.select(schema.names).cast(schema)
+
+
+def _file_schema(table: Table, columns: Sequence[str] | None) -> pa.Schema:
+    full = table.arrow_schema(with_partitions=False)
+    return full if columns is None else pa.schema([f for f in full if f.name in columns])
 
 
 def epoch_span(root: str | Path, table: Table, job: str) -> tuple[int, int] | None:
