@@ -27,7 +27,7 @@ command -v curl >/dev/null 2>&1 || packages+=(curl)
 have_deb fonts-dejavu-core || packages+=(fonts-dejavu-core)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || packages+=(postgresql)
 if [ ${#packages[@]} -gt 0 ]; then
-  echo "bootstrap: installing Debian packages: ${packages[*]}" >&2
+  echo "bootstrap: installing Debian packages (a few minutes the first time): ${packages[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); else SUDO=(); fi
   "${SUDO[@]}" apt-get update -q
   DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q "${packages[@]}"
@@ -44,9 +44,18 @@ want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]; then
   exit 0
 fi
+# pip's own output, less the one warning per package a machine's unused local index gives ("Location
+# 'file:///opt/pypi/simple/x/' is ignored"): hundreds of lines that hid every line of ours.
+quiet_pip() {
+  .venv/bin/python -m pip "$@" 2>&1 | { grep -v "^WARNING: Location 'file://.*' is ignored" || true; } >&2
+}
+t0=$SECONDS
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -r requirements.txt
-.venv/bin/python -m pip install -q --no-deps -e .
+echo "bootstrap: [1/3] upgrading pip in .venv" >&2
+quiet_pip install -q --upgrade pip
+echo "bootstrap: [2/3] installing $(grep -c '==' requirements.txt) pinned packages from requirements.txt (about 4 min the first time)" >&2
+quiet_pip install -q -r requirements.txt
+echo "bootstrap: [3/3] installing the project's core (include/) in development mode" >&2
+quiet_pip install -q --no-deps -e .
 echo "$want" > "$stamp"
-echo "bootstrap: environment ready in .venv" >&2
+echo "bootstrap: environment ready in .venv in $((SECONDS - t0)) s" >&2

@@ -62,6 +62,15 @@ def test_no_scale_up_for_the_restart_input_alone():
     assert target == 4 and "no scale-up for the restart alone" in why
 
 
+def test_a_drain_on_track_is_not_rescaled_again():
+    # 6 instances (34,200 r/s) for 20,000 arriving and 1,000,000 owed: drained in 70 s. A new size would
+    # have to drain it in 60 s (36,667 r/s: 7), but the current one is kept while it drains it within 90 s.
+    decided = decide(chain(6, 20_000, pending=1_000_000))
+    assert decided["count"][0] == 6 and "kept while it drains it within 90 s" in decided["src"][1]
+    # Beyond 90 s (1,500,000 owed: 106 s), it is sized to drain within the catch-up again.
+    assert count(chain(6, 20_000, pending=1_500_000)) == 9
+
+
 def test_no_scale_down_while_a_backlog_drains():
     # 8 instances for 10,000 r/s would go to 3, but the sources owe 2 s of input.
     history = steady(8, 10_000, range(1, 21))

@@ -16,9 +16,9 @@ sized from its true processing rate in one step -- and sizes for more than one w
   sends ``s + (1 - s) / p`` of the input to one instance (:func:`~autoscaler.policy.signals.hot_share`).
   Where no parallelism reaches the demand, the proposal stops where one more instance would add
   less than 5 % of capacity;
-- **hysteresis both ways**: a size that takes the demand without a restart is kept (no scale-up for
-  the restart term alone); a scale-down is proposed only when the smaller size takes the demand
-  with the restart term;
+- **hysteresis both ways**: a size that takes the demand without a restart, draining the backlog
+  within 1.5 catch-ups, is kept (no scale-up for the restart term alone, nor for a drain on track);
+  a scale-down is proposed only when the smaller size takes the demand with the restart term;
 - **effectiveness**: a scale-up that bought less than ``effectiveness_threshold`` of the capacity it
   promised blocks further scale-ups of that operator until the load changes by 20 %;
 - **time**: no scale-down while a source owes more than 1 s of its input; a scale-down waits until
@@ -55,6 +55,7 @@ MEASURED_RESTART = True  # a run fills an unset restart_time with the job's meas
 LOAD_CHANGE = 0.2  # an ineffective scale-up blocks further ones until the arrival rate moves this much
 RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row before its trend is sized for
 MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
+KEEP_DRAIN = 1.5  # the current size is kept while it drains the backlog within this many catch-ups
 DRAINED_S = 1.0  # a source owing at most this many seconds of its input has no backlog (the lab's measure)
 SEARCH_LIMIT = 4096  # the highest parallelism searched when no bound is set
 
@@ -113,14 +114,19 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         forecast = damped_holt(series, horizon) if rising else rate
         pending = windows[op].pending_records or 0.0
         sized = max(rate, forecast)
-        keep_rates[op] = sized + pending / catch_up
-        change_rates[op] = keep_rates[op] + rate * restart / catch_up
+        # Hysteresis on the catch-up too: a new size must drain the backlog within catch_up, the current
+        # one is kept while it drains it within KEEP_DRAIN times that. Otherwise a drain on track (a
+        # restart's own backlog, say, worked off in 70 s of a 60-s catch-up) is rescaled again, and the
+        # restart that buys adds backlog of its own.
+        keep_rates[op] = sized + pending / (catch_up * KEEP_DRAIN)
+        change_rates[op] = sized + pending / catch_up + rate * restart / catch_up
         text = f"arrival {rate:,.0f} r/s ({basis})"
         if forecast > rate:
             ahead = horizon * options.interval
             text += f", heading to {forecast:,.0f} r/s over the next {ahead:.0f} s (rising for {RISING_EPOCHS}+ epochs)"
         if pending:
-            text += f"; backlog {pending:,.0f} records / {catch_up:g} s catch-up = {pending / catch_up:,.0f} r/s"
+            text += (f"; backlog {pending:,.0f} records / {catch_up:g} s catch-up = {pending / catch_up:,.0f} r/s "
+                     f"(a size is kept while it drains it within {catch_up * KEEP_DRAIN:g} s)")  # fmt: skip
         text += f"; a restart ({restart:g} s) adds {rate * restart / catch_up:,.0f} r/s"
         words[op] = text
         if backlog is None and pending > rate * DRAINED_S:
