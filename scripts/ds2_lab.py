@@ -102,7 +102,7 @@ def interference(out: Path) -> None:
         for _ in range(3):
             figures["beside two jobs"].append(measure(args))
     finally:
-        stack.down()
+        stop(stack)
     conditions = {**machine(), "probe": "Count at 4, 175 us wait per record, saturated; neighbours: step-up-down at Count 6"}
     lines = [f"# Side-by-side lab jobs: do they disturb each other?\n\n{machine_line(conditions)}\n",
              "| Count's throughput (records/s) | runs | median |", "|---|---|---|"]  # fmt: skip
@@ -227,7 +227,7 @@ def run_side_by_side(
             write_result(scenario, policy, inputs, rows, truth, start, outs[policy], conditions)
     finally:
         log(f"{scenario.name}: stopping Airflow, Spark, PostgreSQL and Flink (data stays in {folder})")
-        stack.down()
+        stop(stack)
 
 
 def write_result(scenario: Scenario, policy: str, inputs: str, rows: list[EpochRow], truth: gt.GroundTruth, start: datetime,
@@ -286,6 +286,15 @@ def run_scenario(
     groups = [[p] for p in todo] if cpu_bound else [todo]
     for group in groups:
         run_side_by_side(scenario, group, outs, truth, work, startup_s, inputs)
+
+
+def stop(stack: Stack) -> None:
+    """``stack.down()`` with SIGTERM held until it is done: a second signal must not leave half a stack running."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        stack.down()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def _stop_on_term(signum: int, _frame: object) -> None:
@@ -354,7 +363,7 @@ def main() -> int:
             stack.flink_up()
             ensure_ground_truth(stack, scenarios, truth)
         finally:
-            stack.down()
+            stop(stack)
         return 0
     paths = args.scenarios or sorted(SCENARIOS.glob("*.yaml"))
     kinds = args.policies.split(",") if args.policies else list(POLICY_KINDS)
