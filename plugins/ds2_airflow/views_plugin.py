@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -31,8 +32,6 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from autoscaler.config.jobs import JobConfig, config_path, load_jobs
-from autoscaler.record import pages
-from autoscaler.record.series import job_series
 from autoscaler.record.views import fleet_view, job_view, recent_alerts
 from autoscaler.store.parquet import epoch_span
 from autoscaler.store.schemas import METRICS
@@ -84,8 +83,16 @@ def _range(job: JobConfig, hours: float | None, first: int | None, last: int | N
     return lo, hi, note
 
 
-def _links(dag_id: str) -> pages.Links:
-    return pages.Links(
+def _pages() -> ModuleType:
+    # altair, jinja2 and pandas load with the first page the api-server serves, not in every process
+    # that loads the plugins (the scheduler, the dag-processor and each task parse the DAGs with them).
+    from autoscaler.record import pages
+
+    return pages
+
+
+def _links(dag_id: str) -> Any:
+    return _pages().Links(
         bundle=f"{PREFIX}/static/vega.js",
         epoch_prefix=f"{PREFIX}/dags/{dag_id}/epochs/",
         fleet=f"{PREFIX}/fleet",
@@ -109,7 +116,7 @@ def views_app() -> FastAPI:
 
     @app.get("/static/vega.js", include_in_schema=False)
     def bundle() -> Response:
-        return Response(pages.vega_bundle(), media_type="text/javascript", headers={"Cache-Control": "private, max-age=86400"})
+        return Response(_pages().vega_bundle(), media_type="text/javascript", headers={"Cache-Control": "private, max-age=86400"})
 
     def series_of(dag_id: str, hours: float | None, first: int | None, last: int | None) -> tuple[JobConfig, Any, str]:
         job = _job(dag_id)
@@ -117,6 +124,8 @@ def views_app() -> FastAPI:
         excluded = (lambda t: any(p.contains(t) for p in job.excluded_periods)) if job.excluded_periods else None
         # The newest epochs' runs may still come, late (the late-runs timetable): pending, not lost.
         pending = int(time.time() // job.interval.total_seconds()) - 1 - job.max_late_epochs
+        from autoscaler.record.series import job_series
+
         series = job_series(store_root(), job.name, job.interval.total_seconds(), lo, hi, excluded=excluded, pending_from=pending)
         return job, series, note
 
@@ -130,7 +139,7 @@ def views_app() -> FastAPI:
         )
         subtitle = (f"Flink job {job.flink_job_name} · policy {job.policy.kind} · every {job.interval}"
                     f"{' · recommendation only' if job.recommendation_only else ''}{' · ' + note if note else ''}")  # fmt: skip
-        html = pages.job_page(series, title=job.name, subtitle=subtitle, links=_links(dag_id),
+        html = _pages().job_page(series, title=job.name, subtitle=subtitle, links=_links(dag_id),
                               hours=None if first is not None else (hours or DEFAULT_HOURS), recent=recent)  # fmt: skip
         return HTMLResponse(html)
 
@@ -139,7 +148,7 @@ def views_app() -> FastAPI:
         job = _job(dag_id)
         (view,) = job_view(store_root(), job.name, job.interval.total_seconds(), epoch, epoch)
         run_href = f"/dags/{job.dag_id}/runs/{view.run_id}" if view.run_id else None
-        html = pages.epoch_page(view, title=job.name, links=_links(dag_id), job_href=f"{PREFIX}/dags/{dag_id}",
+        html = _pages().epoch_page(view, title=job.name, links=_links(dag_id), job_href=f"{PREFIX}/dags/{dag_id}",
                                 run_href=run_href, docs_href=_docs_href(view.docs_page))  # fmt: skip
         return HTMLResponse(html)
 
@@ -165,10 +174,11 @@ def views_app() -> FastAPI:
     @app.get("/fleet", response_class=HTMLResponse)
     def fleet_page(user: GetUserDep, sort: Annotated[str, Query(pattern=r"^[a-z]{1,16}$")] = "gap",
                    desc: Annotated[int, Query(ge=0, le=1)] = 1) -> HTMLResponse:  # fmt: skip
-        if sort not in pages.FLEET_COLUMNS:
-            raise HTTPException(status_code=422, detail=f"sort is one of {', '.join(pages.FLEET_COLUMNS)}")
+        columns = _pages().FLEET_COLUMNS
+        if sort not in columns:
+            raise HTTPException(status_code=422, detail=f"sort is one of {', '.join(columns)}")
         rows, hrefs, alerts = fleet(user)
-        html = pages.fleet_page(rows, hrefs=hrefs, alerts=alerts, sort=sort, descending=bool(desc),
+        html = _pages().fleet_page(rows, hrefs=hrefs, alerts=alerts, sort=sort, descending=bool(desc),
                                 links=_links("~"), now=datetime.now(UTC))  # fmt: skip
         return HTMLResponse(html)
 
