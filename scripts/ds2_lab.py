@@ -275,15 +275,17 @@ def run_scenario(
     work: Path = WORK,
     startup_s: float = STARTUP_S,
     inputs: str = "honest",
+    one_at_a_time: bool = False,
+    nest: bool = False,
 ) -> None:
     scenario = load_scenario(path)
-    outs = {p: (out / p if len(policies) > 1 else out) for p in policies}
+    outs = {p: (out / p if len(policies) > 1 or nest else out) for p in policies}
     todo = [p for p in policies if not (outs[p] / "result.json").exists()]
     if not todo:
         log(f"{scenario.name}: every result exists, skipped ({', '.join(policies)})")
         return
     cpu_bound = any(c.mode == "cpu" for c in scenario.operators.values())
-    groups = [[p] for p in todo] if cpu_bound else [todo]
+    groups = [[p] for p in todo] if cpu_bound or one_at_a_time else [todo]
     for group in groups:
         run_side_by_side(scenario, group, outs, truth, work, startup_s, inputs)
 
@@ -325,6 +327,12 @@ def main() -> int:
     s.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "lab")
     s.add_argument("--policies", help="kinds to run, joined by commas (default: every kind)")
     s.add_argument("--runs", type=int, default=1, help="runs of each kind per scenario, side by side (labels kind, kind-2, ...)")
+    s.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="every run on its own stack, one after the other (jobs that drain a backlog at full speed side by side "
+        "saturate 2 cores: their epochs' runs come too late and are lost)",
+    )
     c = sub.add_parser("compare", help="results side by side: scenario x policy")
     c.add_argument("dirs", type=Path, nargs="+")
     sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
@@ -371,7 +379,7 @@ def main() -> int:
         kind_of(kind)
     labels = [run_label(kind, n) for kind in kinds for n in range(1, args.runs + 1)]
     for path in paths:
-        run_scenario(path, labels, args.out / path.stem, truth, inputs=args.inputs)
+        run_scenario(path, labels, args.out / path.stem, truth, inputs=args.inputs, one_at_a_time=args.one_at_a_time, nest=True)
     print(compare_table([json.loads(p.read_text()) for p in sorted(args.out.rglob("result.json"))]))
     return 0
 
