@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
 .PHONY: setup demo demo-ui offline test test-faults test-fast lint bench bench-dag lab clean up down flink-install flink-up flink-up-adaptive flink-down \
-	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status
+	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
+	prometheus-up prometheus-down prometheus-status
 
 setup:
 	@scripts/bootstrap.sh
@@ -92,3 +93,11 @@ clean:
 	-scripts/postgres.sh down
 	-scripts/flink.sh down
 	rm -rf data build .pytest_cache .ruff_cache
+
+## Prometheus and the StatsD receiver for the autoscaler's metrics (loopback, password generated; docs/metrics.md).
+prometheus-up: setup
+	scripts/prometheus.sh up
+prometheus-down:
+	scripts/prometheus.sh down
+prometheus-status:
+	scripts/prometheus.sh status

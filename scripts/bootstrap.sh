@@ -19,18 +19,22 @@ have_deb() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok
 # curl (scripts/flink.sh and scripts/airflow.sh poll REST APIs with it), chromium and a font
 # (scripts/screenshot.py: headless screenshots of the Airflow UI), PostgreSQL's server binaries
 # (scripts/postgres.sh runs the project's own cluster for the local Airflow's metadata DB; the
-# package's own cluster is never started or touched by the project).
+# package's own cluster is never started or touched by the project), Prometheus (scripts/prometheus.sh
+# runs its own on loopback for the autoscaler's metrics; the package's service is never started).
 packages=()
 need_java && packages+=(openjdk-17-jdk-headless)
 command -v curl >/dev/null 2>&1 || packages+=(curl)
 [ -x /usr/bin/chromium ] || packages+=(chromium)
 have_deb fonts-dejavu-core || packages+=(fonts-dejavu-core)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || packages+=(postgresql)
-if [ ${#packages[@]} -gt 0 ]; then
-  echo "bootstrap: installing Debian packages (a few minutes the first time): ${packages[*]}" >&2
+bare=() # without their recommends: prometheus would pull in node-exporter, ipmitool and a dozen more
+command -v prometheus >/dev/null 2>&1 || bare+=(prometheus)
+if [ ${#packages[@]} -gt 0 ] || [ ${#bare[@]} -gt 0 ]; then
+  echo "bootstrap: installing Debian packages (a few minutes the first time): ${packages[*]} ${bare[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); else SUDO=(); fi
   "${SUDO[@]}" apt-get update -q
-  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q "${packages[@]}"
+  [ ${#packages[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q "${packages[@]}"
+  [ ${#bare[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${bare[@]}"
 fi
 
 "$PYTHON" - <<'PY'

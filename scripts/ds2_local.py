@@ -38,6 +38,7 @@ FLINK_SH = ROOT / "scripts" / "flink.sh"
 AIRFLOW_SH = ROOT / "scripts" / "airflow.sh"
 POSTGRES_SH = ROOT / "scripts" / "postgres.sh"
 SPARK_SH = ROOT / "scripts" / "spark.sh"
+PROMETHEUS_SH = ROOT / "scripts" / "prometheus.sh"
 OPERATORS = ["Source: Source", "Parse", "Count", "Sink: Writer"]
 # Count costs 175 us per record (~5,660 rec/s per instance): 20k needs 4, 30k needs 6, 10k needs 2.
 COST_ARGS = ["--count-wait-us", "175"]
@@ -90,6 +91,7 @@ class Stack:
             "AIRFLOW_HOME": str(folder / "airflow"),
             "PG_DATA_DIR": str(folder / "postgres"),
             "SPARK_DATA_DIR": str(folder / "spark"),
+            "PROM_DATA_DIR": str(folder / "prometheus"),
             "AIRFLOW_PORT": str(airflow_port),
             "SPARK_LOCAL_IP": "127.0.0.1",
             **extra_env,
@@ -109,6 +111,14 @@ class Stack:
         conn = {"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)}
         self.env["AIRFLOW_CONN_SPARK_DS2"] = json.dumps(conn)
 
+    def metrics_up(self) -> dict[str, str]:
+        """Prometheus and its StatsD receiver; Airflow started after this sends its metrics and ours there."""
+        run([str(PROMETHEUS_SH), "up"], self.env)
+        out = subprocess.run([str(PROMETHEUS_SH), "env"], cwd=ROOT, env=self.env, check=True, text=True, capture_output=True)
+        settings = dict(line.split("=", 1) for line in out.stdout.split())
+        self.env.update({k: v for k, v in settings.items() if k.startswith("AIRFLOW__METRICS__")})
+        return settings
+
     def airflow_up(self) -> None:
         run([str(AIRFLOW_SH), "up"], self.env)
 
@@ -117,6 +127,7 @@ class Stack:
         run([str(POSTGRES_SH), "down"], self.env, check=False)
         run([str(SPARK_SH), "down"], self.env, check=False)
         run([str(FLINK_SH), "down"], self.env, check=False)
+        run([str(PROMETHEUS_SH), "down"], self.env, check=False)
 
     def client(self):  # noqa: ANN201 - the core client type
         from autoscaler.flink.client import FlinkConnection, FlinkRestClient
@@ -251,10 +262,12 @@ def up(_: argparse.Namespace) -> int:
         stack.submit([*job.deployment.base_args, "--count-parallelism", "1"])
         log("submitted the test job (ds2-testjob, Count at 1: DS2 will ask for 4)")
     stack.spark_up()
+    prometheus = stack.metrics_up()
     stack.airflow_up()
     log(
         f"Airflow {stack.airflow_url} (user admin, password in {stack.folder / 'airflow' / 'admin-password'}), "
-        f"Flink {stack.flink_url}; stop with: make down"
+        f"Flink {stack.flink_url}, Prometheus {prometheus['PROM_URL']} (user {prometheus['PROM_USER']}, password in "
+        f"{prometheus['PROM_PASSWORD_FILE']}; docs/metrics.md); stop with: make down"
     )
     return 0
 

@@ -46,6 +46,9 @@ class EpochView:
     arrival_rate: float | None = None  # the sources' arrival rate (records out + backlog growth), records/s
     throughput: float | None = None  # what the sources emitted, records/s
     backlog: float | None = None  # records the sources owed at the window's end
+    source_arrival: dict[str, float] = field(default_factory=dict)  # source -> its arrival rate, records/s
+    source_backlog: dict[str, float] = field(default_factory=dict)  # source -> records it owed (if reported)
+    capacity: dict[str, float] = field(default_factory=dict)  # operator -> records/s one instance takes (policy)
     parallelism: dict[str, int] = field(default_factory=dict)  # operator -> instances while measured
     recommended: dict[str, int] = field(default_factory=dict)  # operator -> the policy's proposal
     reasons: dict[str, str] = field(default_factory=dict)  # operator -> the policy's reason
@@ -65,6 +68,13 @@ def _by_epoch(rows: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]
     out: dict[int, list[dict[str, Any]]] = {}
     for row in rows:
         out.setdefault(int(row["epoch"]), []).append(row)
+    return out
+
+
+def _per_operator(rows: Iterable[dict[str, Any]], column: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for row in rows:
+        out[row["operator_name"]] = out.get(row["operator_name"], 0.0) + row[column]
     return out
 
 
@@ -94,6 +104,11 @@ def job_view(store_root: str | Path, job: str, interval_s: float, first: int, la
                 arrival_rate=sum(r["true_output_rate"] for r in sources) if sources else None,
                 throughput=sum(r["observed_output_rate"] for r in sources) if sources else None,
                 backlog=sum(pending) if pending else None,
+                source_arrival=_per_operator(sources, "true_output_rate"),
+                source_backlog=_per_operator([r for r in sources if r.get("pending_records") is not None], "pending_records"),
+                capacity=_per_operator(
+                    [d for d in decided if not d["is_source"] and d["capacity_per_instance"]], "capacity_per_instance"
+                ),
                 parallelism={r["operator_name"]: r["parallelism"] for r in rows},
                 recommended={d["operator_name"]: d["target_parallelism"] for d in decided if not d["is_source"]},
                 reasons={d["operator_name"]: d["reason"] for d in decided},

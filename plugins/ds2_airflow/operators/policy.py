@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,6 +30,8 @@ from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.policy import backfill
 from autoscaler.policy.spark.run import StoreRun
+from autoscaler.record.metrics import policy_duration_sample
+from ds2_airflow.metrics import emit
 from ds2_airflow.runtime import BACKFILL, LIVE, WHAT_IF, epoch_for, run_type, safe_run_id, store_root
 
 APPLICATION = PROJECT_ROOT / "spark_jobs" / "ds2_policy.py"
@@ -131,7 +134,10 @@ class DS2PolicyOperator(PolicyEngineOperator):
             validation = context["ti"].xcom_pull(task_ids="validate")
             if validation and not validation.get("decidable", True):
                 raise AirflowSkipException(f"epoch {epoch} is not decidable ({validation.get('summary')}): no policy run")
-            return self._run(epoch, epoch, LIVE, run_id)
+            started = time.monotonic()
+            result = self._run(epoch, epoch, LIVE, run_id)
+            emit([policy_duration_sample(job.name, time.monotonic() - started)])
+            return result
         return self._backfill(context, epoch, run_id)
 
     def _run(self, first: int, last: int, kind: str, run_id: str) -> dict[str, Any]:
