@@ -233,7 +233,7 @@ def reconcile_dag(jobs: list[JobConfig]) -> DAG:
         start_date=BOUNDARIES_START,
         catchup=False,
         max_active_runs=1,
-        default_args={"owner": "ds2", "retries": 0, "on_failure_callback": [AlertNotifier()]},
+        default_args={"owner": "ds2", "retries": 0},
         tags=["ds2"],
         doc_md="Finds rescale journals without a result that no task has touched for longer than the action could "
         "still run, asks Flink what runs, and finishes, rolls back or restarts each one (autoscaler/rescale/"
@@ -250,6 +250,7 @@ def reconcile_dag(jobs: list[JobConfig]) -> DAG:
                 savepoint_timeout_s=job.savepoint_timeout.total_seconds(),
                 start_timeout_s=job.start_timeout.total_seconds(),
                 pool=job.pool,  # never beside a rescale of the same job
+                on_failure_callback=[AlertNotifier(job.name, job.alerts)],
             )
     return dag
 

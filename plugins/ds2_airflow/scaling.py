@@ -20,6 +20,7 @@ from autoscaler.decide import history as decide_history
 from autoscaler.decide.replay import replay
 from autoscaler.decide.rules import RESCALE, ScalingPlan, decide
 from autoscaler.record import audit, outcomes
+from autoscaler.record.alerts import epoch_alerts, views_needed
 from autoscaler.record.metrics import epoch_samples
 from autoscaler.record.views import job_view
 from autoscaler.store.parquet import read_epochs
@@ -27,6 +28,7 @@ from autoscaler.store.schemas import DECISIONS
 from autoscaler.topology import read_topology_csv
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.metrics import emit
+from ds2_airflow.notifiers import send_alerts
 from ds2_airflow.runtime import BACKFILL, LIVE, docs_dir, docs_link, epoch_for, run_type, safe_run_id, store_root
 
 log = logging.getLogger(__name__)
@@ -105,14 +107,15 @@ def _failed_tasks(context: Any) -> list[str]:
     return sorted(t for t, s in states.items() if s == "failed" and t != ti.task_id)
 
 
-def _export_metrics(job: JobConfig, epoch: int, outcome: str) -> None:
-    """The epoch's metrics, as the store now holds it (see autoscaler.record.metrics for the names)."""
+def _metrics_and_alerts(job: JobConfig, epoch: int, outcome: str, context: Any) -> None:
+    """The epoch's metrics and alerts, from what the store now holds (autoscaler.record.metrics and .alerts)."""
     try:
-        view = job_view(store_root(), job.name, job.interval_s, epoch, epoch)[0]
-    except Exception as exc:  # the audit row is committed; a store read that fails costs only the metrics
-        log.warning("autoscaler metrics of epoch %d not sent: %s", epoch, exc)
+        views = job_view(store_root(), job.name, job.interval_s, epoch - views_needed(job.alerts.quarantined_epochs) + 1, epoch)
+    except Exception as exc:  # the audit row is committed; a store read that fails costs only these
+        log.warning("metrics and alerts of epoch %d not sent: %s", epoch, exc)
         return
-    emit(epoch_samples(job.name, view, outcome))
+    emit(epoch_samples(job.name, views[-1], outcome))
+    send_alerts(epoch_alerts(job.name, views, job.alerts.quarantined_epochs), job.alerts, context)
 
 
 def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
@@ -137,7 +140,7 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
     )
     row = outcomes.epoch_row(job.name, epoch, run, lambda: audit.validation_summary(store_root(), job.name, epoch))
     audit.record_action(store_root(), row)
-    _export_metrics(job, epoch, row["outcome"])
+    _metrics_and_alerts(job, epoch, row["outcome"], context)
     log.info(
         "action %s epoch %d: %s — %s (approved by %s, downtime %s s)",
         row["action_id"], epoch, row["outcome"], row["message"], row["approved_by"], row["downtime_s"],

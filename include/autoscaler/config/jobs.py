@@ -69,6 +69,15 @@ class Approval:
         return "Approve" if self.on_timeout == "approve" else "Reject"
 
 
+@dataclass(frozen=True)
+class Alerts:
+    email: tuple[str, ...] = opt.ALERT_EMAIL.default
+    smtp_conn_id: str = opt.ALERT_SMTP_CONN_ID.default
+    quarantined_epochs: int = opt.ALERT_QUARANTINED_EPOCHS.default
+
+
+# An address as a mail header holds it: no spaces, commas or angle brackets (they would add recipients).
+_EMAIL = re.compile(r"[^@\s,;<>\"']+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*")
 _PERIOD = re.compile(r"(?P<a>(?:[01]\d|2[0-3]):[0-5]\d)-(?P<b>(?:[01]\d|2[0-3]):[0-5]\d)")
 
 
@@ -111,6 +120,7 @@ class JobConfig:
     policy: PolicyOptions = field(default_factory=PolicyOptions)
     stability: Stability = field(default_factory=Stability)
     approval: Approval = field(default_factory=Approval)
+    alerts: Alerts = field(default_factory=Alerts)
     validation: Mapping[str, Any] = field(default_factory=dict)
     short_window: timedelta = opt.SHORT_WINDOW.default
     source_rate_metric: str | None = opt.SOURCE_RATE_METRIC.default
@@ -241,6 +251,17 @@ def _approval(f: Fields) -> Approval:
     return approval
 
 
+def _alerts(f: Fields) -> Alerts:
+    email = f.option(opt.ALERT_EMAIL)
+    for i, address in enumerate(email):
+        if not _EMAIL.fullmatch(address):
+            raise f.error(f"email[{i}]", f"{address!r} is not an e-mail address")
+    alerts = Alerts(email=email, smtp_conn_id=f.option(opt.ALERT_SMTP_CONN_ID),
+                    quarantined_epochs=f.option(opt.ALERT_QUARANTINED_EPOCHS))  # fmt: skip
+    f.done()
+    return alerts
+
+
 def _job(entry: Any, index: int, source: str) -> JobConfig:
     name = entry.get("name") if isinstance(entry, Mapping) else None
     where = f"{source}: job {name!r}" if isinstance(name, str) else f"{source}: jobs[{index}]"
@@ -278,6 +299,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
     start_date = start_date if start_date.tzinfo else start_date.replace(tzinfo=UTC)
     options, stability = _policy(Fields(f.get("policy"), where, "policy."), interval)
     approval = _approval(Fields(f.get("approval"), where, "approval."))
+    alerts = _alerts(Fields(f.get("alerts"), where, "alerts."))
     collect = Fields(f.get("collect"), where, "collect.")
     short_window = collect.option(opt.SHORT_WINDOW)
     source_rate_metric = collect.option(opt.SOURCE_RATE_METRIC)
@@ -298,6 +320,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
         policy=options,
         stability=stability,
         approval=approval,
+        alerts=alerts,
         validation=validation,
         short_window=short_window,
         source_rate_metric=source_rate_metric,

@@ -224,6 +224,19 @@ APPROVAL_TIMEOUT = Option(
 ON_TIMEOUT = Option(
     "approval.on_timeout", "choice", "reject", "The answer applied when nobody answered in time.", choices=TIMEOUT_ANSWERS
 )
+# -- alert --------------------------------------------------------------------------------------
+ALERT_EMAIL = Option(
+    "alerts.email", "strings", (),
+    "Addresses that get this job's alerts by e-mail through alerts.smtp_conn_id (empty: the alerts file, the fleet "
+    "page and the task log only).",
+)  # fmt: skip
+ALERT_SMTP_CONN_ID = Option(
+    "alerts.smtp_conn_id", "connection", "smtp_default",
+    "Airflow SMTP connection the alert e-mails go through (host, port, login, password, from_email).",
+)  # fmt: skip
+ALERT_QUARANTINED_EPOCHS = Option(
+    "alerts.quarantined_epochs", "integer", 3, "Alert when this many epochs in a row have been quarantined by validation.", 1
+)
 # -- rescale ------------------------------------------------------------------------------------
 MECHANISM = Option(
     "mechanism", "choice", SAVEPOINT_RESTART,

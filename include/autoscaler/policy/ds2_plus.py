@@ -53,6 +53,8 @@ from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
 LOAD_CHANGE = 0.2  # an ineffective scale-up blocks further ones until the arrival rate moves this much
+# The words of a reason that holds a scale-up back as ineffective (record.alerts looks for them).
+INEFFECTIVE = "of the capacity it promised"
 RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row before its trend is sized for
 MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
 KEEP_DRAIN = 1.5  # the current size is kept while it drains the backlog within this many catch-ups
@@ -196,7 +198,7 @@ def _sizings(topology: Topology, windows: Mapping[str, OperatorWindow], options:
             moved = abs(demand.arrival / scale_up.arrival - 1) if scale_up.arrival > 0 else math.inf
             if moved <= LOAD_CHANGE:
                 why += (f"; the scale-up {scale_up.before} -> {scale_up.after} (epoch {scale_up.epoch}) bought "
-                        f"{scale_up.gain:.0%} of the capacity it promised, under {options.effectiveness_threshold:.0%}: "
+                        f"{scale_up.gain:.0%} {INEFFECTIVE}, under {options.effectiveness_threshold:.0%}: "
                         f"no further scale-up until the load moves {LOAD_CHANGE:.0%} (it moved {moved:.0%})")  # fmt: skip
                 raw = current
         if raw < current and demand.backlog:

@@ -1,0 +1,68 @@
+"""What a person must look at, found in what the store holds of a job's newest epochs.
+
+:func:`epoch_alerts` looks at a recorded epoch and the ones before it and names, once each:
+
+- a **failed rescale**: the epoch's action failed or was rolled back;
+- **quarantined epochs**: validation quarantined ``quarantined_epochs`` epochs in a row (alerted when
+  the streak reaches that length, not again for every epoch it goes on);
+- an **ineffective scale-up**: the policy found that an operator's last scale-up bought less than
+  it promised, and holds further scale-ups (alerted on the first epoch that says so).
+
+The other two alerts come from the reconciler's failures (``ds2_reconcile``): a job left not
+running and a rescale journal nobody can settle. The Airflow side sends them all
+(``ds2_airflow.notifiers``): the log, the alerts file the fleet page reads, and e-mail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from autoscaler.policy.ds2_plus import INEFFECTIVE
+from autoscaler.record.views import QUARANTINED, EpochView
+from autoscaler.store.schemas import FAILED, ROLLED_BACK
+
+FAILED_RESCALE, QUARANTINED_EPOCHS, INEFFECTIVE_SCALE_UP, TASK_FAILED = (
+    "failed-rescale", "quarantined-epochs", "ineffective-scale-up", "task-failed",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Alert:
+    kind: str
+    job: str
+    epoch: int | None
+    problem: str  # one line, in words
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def epoch_alerts(job: str, views: Sequence[EpochView], quarantined_epochs: int) -> list[Alert]:
+    """The alerts the newest of ``views`` (oldest first, consecutive epochs) raises."""
+    if not views:
+        return []
+    now = views[-1]
+    out = []
+    if now.outcome in (FAILED, ROLLED_BACK):
+        out.append(Alert(FAILED_RESCALE, job, now.epoch, f"the rescale {now.outcome}: {now.message or 'see the run'}"))
+    streak = 0
+    for view in reversed(views):
+        if view.state != QUARANTINED:
+            break
+        streak += 1
+    if streak == quarantined_epochs:
+        why = f": {now.validation}" if now.validation else ""
+        out.append(Alert(QUARANTINED_EPOCHS, job, now.epoch, f"{streak} epochs in a row quarantined by validation{why}"))
+    before = views[-2] if len(views) > 1 and views[-2].epoch == now.epoch - 1 else None
+    for op, reason in sorted(now.reasons.items()):
+        if INEFFECTIVE in reason and not (before and INEFFECTIVE in before.reasons.get(op, "")):
+            detail = reason[reason.find("the scale-up") :] if "the scale-up" in reason else reason
+            out.append(Alert(INEFFECTIVE_SCALE_UP, job, now.epoch, f"{op}: {detail}"))
+    return out
+
+
+def views_needed(quarantined_epochs: int) -> int:
+    """How many epochs, the newest included, :func:`epoch_alerts` must see."""
+    return max(2, quarantined_epochs + 1)

@@ -1,0 +1,72 @@
+"""Which epochs raise which alerts (record/alerts.py), and the jobs config's alerts section."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from autoscaler.config.jobs import parse_jobs
+from autoscaler.errors import InputError
+from autoscaler.policy.ds2_plus import INEFFECTIVE
+from autoscaler.record.alerts import FAILED_RESCALE, INEFFECTIVE_SCALE_UP, QUARANTINED_EPOCHS, epoch_alerts, views_needed
+from autoscaler.record.views import DECIDED, QUARANTINED, EpochView
+
+T0 = datetime(2026, 11, 25, tzinfo=UTC)
+
+
+def v(epoch: int, state: str = DECIDED, **kw) -> EpochView:
+    start = T0 + timedelta(seconds=30 * epoch)
+    return EpochView(epoch=epoch, start=start, end=start + timedelta(seconds=30), state=state, **kw)
+
+
+def kinds(views, n=3):
+    return [a.kind for a in epoch_alerts("j", views, n)]
+
+
+def test_a_failed_or_rolled_back_rescale_alerts_with_its_message():
+    assert kinds([v(1, outcome="noop")]) == []
+    alerts = epoch_alerts("j", [v(1), v(2, outcome="rolled-back", message="tasks not RUNNING within 60 s")], 3)
+    assert [(a.kind, a.epoch) for a in alerts] == [(FAILED_RESCALE, 2)]
+    assert "rolled-back: tasks not RUNNING within 60 s" in alerts[0].problem
+    assert kinds([v(2, outcome="failed")]) == [FAILED_RESCALE]
+
+
+def test_quarantined_epochs_alert_once_when_the_streak_reaches_n():
+    q = [v(e, QUARANTINED, validation="3 of 40 expectations failed") for e in range(1, 6)]
+    assert kinds([v(0), *q[:2]]) == []  # 2 in a row
+    alerts = epoch_alerts("j", [v(0), *q[:3]], 3)
+    assert [a.kind for a in alerts] == [QUARANTINED_EPOCHS] and "3 epochs in a row" in alerts[0].problem
+    assert kinds(q[:4]) == []  # the streak goes on: no new alert (the caller reads views_needed(3) = 4 epochs)
+    assert views_needed(3) == 4 and views_needed(1) == 2
+    assert kinds([v(0), q[0]], n=1) == [QUARANTINED_EPOCHS]
+
+
+def test_an_ineffective_scale_up_alerts_on_the_first_epoch_that_holds_it():
+    held = {"Count": f"input 30,000 r/s ...; the scale-up 2 -> 4 (epoch 7) bought 3% {INEFFECTIVE}, under 10%: no further"}
+    alerts = epoch_alerts("j", [v(8, reasons={"Count": "ok"}), v(9, reasons=held)], 3)
+    assert [(a.kind, a.problem) for a in alerts] == [
+        (INEFFECTIVE_SCALE_UP, "Count: " + held["Count"][held["Count"].find("the scale-up") :])
+    ]
+    assert kinds([v(9, reasons=held), v(10, reasons=held)]) == []  # still held: said once
+    assert kinds([v(9, reasons=held), v(11, reasons=held)]) == [INEFFECTIVE_SCALE_UP]  # epoch 10 missing: say it again
+
+
+def _config(alerts: dict) -> dict:
+    entry = {"name": "j", "flink_job_name": "j", "jar": "build/x.jar", "parallelism_args": {"Count": "--c"}, "alerts": alerts}
+    return {"version": 1, "jobs": [entry]}
+
+
+def test_the_alerts_section_of_a_job(tmp_path):
+    (job,) = parse_jobs(_config({"email": ["oncall@example.com"], "quarantined_epochs": 5}), "jobs.yaml")
+    assert job.alerts.email == ("oncall@example.com",) and job.alerts.quarantined_epochs == 5
+    assert job.alerts.smtp_conn_id == "smtp_default"
+    for bad, words in [
+        ({"email": ["a@b.c, evil@x.y"]}, "alerts.email[0]: 'a@b.c, evil@x.y' is not an e-mail address"),
+        ({"email": ["Bob <bob@x.y>"]}, "is not an e-mail address"),
+        ({"quarantined_epochs": 0}, "alerts.quarantined_epochs"),
+        ({"emails": ["a@b.c"]}, "alerts.emails: unknown field"),
+    ]:
+        with pytest.raises(InputError, match="job 'j'") as err:
+            parse_jobs(_config(bad), "jobs.yaml")
+        assert words in str(err.value)
