@@ -105,3 +105,42 @@ UNDERPROVISIONED = ["--rate", "20000", "--count-wait-us", "175", "--count-parall
 
 # A real local Airflow (api-server, scheduler, dag-processor, triggerer) per test session.
 from tests.integration.airflow_fixtures import airflow_server_factory, airflow_services, postgres_server  # noqa: E402, F401
+
+
+@dataclass
+class Prometheus:
+    """A Prometheus of scripts/prometheus.sh and the StatsD receiver it scrapes, in a temp folder."""
+
+    url: str
+    auth: tuple[str, str]
+    airflow_env: dict[str, str]  # the AIRFLOW__METRICS__* that send an Airflow's metrics to it
+
+    def query(self, promql: str) -> dict[str, float]:
+        """An instant query's result, as {the series' operator, outcome or "": value}."""
+        import requests
+
+        r = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, auth=self.auth, timeout=10)
+        r.raise_for_status()
+        return {
+            s["metric"].get("operator") or s["metric"].get("outcome") or "": float(s["value"][1])
+            for s in r.json()["data"]["result"]
+        }
+
+
+@pytest.fixture()
+def prometheus(tmp_path_factory) -> Iterator[Prometheus]:
+    from tests.helpers import run_script
+    from tests.integration.airflow_fixtures import process_alive
+
+    script, folder = ROOT / "scripts" / "prometheus.sh", tmp_path_factory.mktemp("prometheus")
+    env = {**os.environ, "PROM_DATA_DIR": str(folder), "PROM_SCRAPE_INTERVAL": "1s"}
+    run_script(script, ["up"], env, timeout=120)
+    state = dict(line.split("=", 1) for line in run_script(script, ["env"], env).stdout.split())
+    pids = [tuple(map(int, p.read_text().split())) for p in (folder / "pids").glob("*.pid")]
+    password = (folder / "password").read_text().strip()
+    try:
+        yield Prometheus(state["PROM_URL"], (state["PROM_USER"], password),
+                         {k: v for k, v in state.items() if k.startswith("AIRFLOW__METRICS__")})  # fmt: skip
+    finally:
+        run_script(script, ["down"], env)
+        assert len(pids) == 2 and not any(process_alive(pid, start) for pid, start in pids)

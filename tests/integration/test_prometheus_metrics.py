@@ -23,8 +23,7 @@ from autoscaler.record.views import job_view
 from autoscaler.store.parquet import epoch_span
 from autoscaler.store.schemas import DECISIONS
 from tests.conftest import ROOT
-from tests.helpers import poll, run_script
-from tests.integration.airflow_fixtures import process_alive
+from tests.helpers import poll
 
 pytestmark = pytest.mark.slow
 
@@ -57,22 +56,8 @@ def _epochs() -> tuple[int, int]:
     return span
 
 
-@pytest.fixture()
-def prometheus(tmp_path):
-    env = {**os.environ, "PROM_DATA_DIR": str(tmp_path / "prom"), "PROM_SCRAPE_INTERVAL": "1s"}
-    run_script(SCRIPT, ["up"], env, timeout=120)
-    state = dict(line.split("=", 1) for line in run_script(SCRIPT, ["env"], env).stdout.split())
-    pids = [tuple(map(int, p.read_text().split())) for p in (tmp_path / "prom" / "pids").glob("*.pid")]
-    try:
-        yield env, state
-    finally:
-        run_script(SCRIPT, ["down"], env)
-        assert pids and not any(process_alive(pid, start) for pid, start in pids)
-
-
 def test_metrics_reach_prometheus_with_job_and_operator_labels(prometheus, tmp_path):
-    _, state = prometheus
-    url, auth = state["PROM_URL"], (state["PROM_USER"], open(state["PROM_PASSWORD_FILE"].strip("'")).read().strip())
+    url = prometheus.url
     assert requests.get(f"{url}/api/v1/query", params={"query": "up"}, timeout=10).status_code == 401  # anonymous
 
     first, last = _epochs()
@@ -80,22 +65,14 @@ def test_metrics_reach_prometheus_with_job_and_operator_labels(prometheus, tmp_p
         **os.environ,
         "AIRFLOW_HOME": str(tmp_path / "airflow"),
         "PYTHONPATH": os.pathsep.join([str(ROOT / "plugins"), str(ROOT / "include")]),
-        **{k: v for k, v in state.items() if k.startswith("AIRFLOW__METRICS__")},
+        **prometheus.airflow_env,
     }
     res = subprocess.run([sys.executable, "-c", textwrap.dedent(SEND), str(STORE), JOB, str(INTERVAL), str(first), str(last)],
                          env=airflow_env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert int(res.stdout.split()[-1]) > 50
 
-    def query(promql: str) -> list[dict]:
-        r = requests.get(f"{url}/api/v1/query", params={"query": promql}, auth=auth, timeout=10)
-        r.raise_for_status()
-        return r.json()["data"]["result"]
-
-    def value(promql: str) -> dict[str, float]:
-        return {
-            row["metric"].get("operator") or row["metric"].get("outcome") or "": float(row["value"][1]) for row in query(promql)
-        }
+    value = prometheus.query
 
     poll("the newest epoch in Prometheus", lambda: value(f'airflow_ds2_epoch_recorded{{job="{JOB}"}}'), timeout_s=60)
     views = job_view(STORE, JOB, INTERVAL, first, last)

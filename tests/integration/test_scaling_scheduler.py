@@ -82,13 +82,16 @@ def _keep_screenshot(path):
         shutil.copy(path, SCREENSHOTS / path.name)
 
 
-def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, airflow_server_factory, tmp_path_factory):
+def test_approval_gate_and_backfill_under_a_real_scheduler(
+    flink, spark_engine, airflow_server_factory, prometheus, tmp_path_factory
+):
     flink.cancel_all()
     flink.start_job(UNDERPROVISIONED)
     data = tmp_path_factory.mktemp("ds2-gated")
     approval = {"required": True, "approvers": ["admin"], "timeout": "20s", "on_timeout": "reject"}
     entries = [job_entry(flink, "gated", INTERVAL_S, approval=approval)]
     env = environment(flink, data / "jobs.yaml", data, entries, spark_engine.connection)
+    env.update(prometheus.airflow_env)  # the tasks send the autoscaler's metrics (and Airflow its own) there
     job = load_jobs(data / "jobs.yaml")[0]
     store = data / "store"
     shots = tmp_path_factory.mktemp("screenshots")
@@ -209,6 +212,23 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(flink, spark_engine, 
     assert all(actions_after.get(e) == actions_before.get(e) for e in epochs)  # backfill records no action
     assert flink.client.running_job("ds2-testjob").id == running.id  # no rescale
     server.screenshot(f"/dags/{DAG}/backfills", shots / "backfills.png")
+
+    # 5. What the record and policy tasks sent reached Prometheus, as Airflow's [metrics] said.
+    def counted_as_recorded() -> dict[str, float] | None:
+        """Prometheus's decisions by outcome, once they equal the action rows (the live schedule goes on)."""
+        by_outcome: dict[str, float] = {}
+        for a in read_epochs(store, ACTIONS, "gated").to_pylist():
+            by_outcome[a["outcome"]] = by_outcome.get(a["outcome"], 0) + 1
+        counted = prometheus.query('airflow_ds2_decisions_total{job="gated"}')
+        return counted if counted == by_outcome else None
+
+    decisions = poll("every recorded epoch counted in Prometheus", counted_as_recorded, 60)
+    assert decisions["rejected"] >= 2 and decisions["succeeded"] == 1, decisions
+    downtime = prometheus.query('airflow_ds2_rescale_downtime_seconds{job="gated",outcome="succeeded"}')
+    assert downtime == {"succeeded": pytest.approx(action["downtime_s"])}
+    assert prometheus.query('airflow_ds2_parallelism_current{job="gated",operator="Count"}') == {"Count": 4.0}
+    assert prometheus.query('airflow_ds2_policy_duration_seconds{job="gated"}')[""] > 0
+    assert prometheus.query('airflow_ds2_decision_lag_seconds{job="gated"}')[""] > 0
     for png in shots.glob("*.png"):
         assert png.stat().st_size > 10_000, png
         _keep_screenshot(png)
