@@ -166,11 +166,14 @@ cmd_install() {
   fi
   local t0
   t0=$(now_ms)
-  log "installing Flink $FLINK_VERSION into $FLINK_HOME"
+  log "installing Flink $FLINK_VERSION into $FLINK_HOME: [1/2] downloading its two PyPI wheels (about 330 MB, once)"
   mkdir -p "$DOWNLOAD_DIR"
-  # The wheels only serve as an archive of the distribution: --no-deps, and never installed.
+  # The wheels only serve as an archive of the distribution: --no-deps, and never installed. Less the
+  # one warning per package a machine's unused local index gives, which hid every line of ours.
   "$PYTHON" -m pip download -q --no-deps --disable-pip-version-check -d "$DOWNLOAD_DIR" \
-    "apache-flink==$FLINK_VERSION" "apache-flink-libraries==$FLINK_VERSION"
+    "apache-flink==$FLINK_VERSION" "apache-flink-libraries==$FLINK_VERSION" 2>&1 |
+    { grep -v "^WARNING: Location 'file://.*' is ignored" || true; } >&2
+  log "[2/2] unpacking the distribution"
   local py_tag app_wheels lib_wheels
   py_tag=$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
   app_wheels=("$DOWNLOAD_DIR"/apache_flink-"$FLINK_VERSION"-"$py_tag"-*.whl)
