@@ -12,7 +12,9 @@
 #
 # Environment: PROM_DATA_DIR (data/prometheus: the TSDB, config, logs, pids, the password file
 # (0600) and the ports), PROM_PORT (HTTP, first free from 29090), STATSD_PORT (UDP, from 29125),
-# BRIDGE_PORT (the receiver's /metrics, from 29102), PROM_SCRAPE_INTERVAL (5s),
+# BRIDGE_PORT (the receiver's /metrics, from 29102), PROM_SCRAPE_INTERVAL (5s), PROM_FLINK_TARGETS
+# (host:port of Flink Prometheus reporters to scrape too, joined by commas; scripts/flink.sh up
+# --prometheus serves the JobManager on 127.0.0.1:9249 and the TaskManager on 9250),
 # PROM_START_TIMEOUT (60 s), PROM_STOP_TIMEOUT (20 s).
 set -euo pipefail
 
@@ -32,6 +34,9 @@ COMPONENTS=(bridge prometheus)
 check_uints START_TIMEOUT STOP_TIMEOUT
 [[ $SCRAPE_INTERVAL =~ ^[0-9]+(ms|s|m)$ ]] || die "PROM_SCRAPE_INTERVAL must look like 5s, got '$SCRAPE_INTERVAL'"
 for v in PROM_PORT STATSD_PORT BRIDGE_PORT; do [ -z "${!v:-}" ] || check_uints "$v"; done
+FLINK_TARGETS=${PROM_FLINK_TARGETS:-}
+[[ -z $FLINK_TARGETS || $FLINK_TARGETS =~ ^[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*$ ]] ||
+  die "PROM_FLINK_TARGETS must be host:port[,host:port...], got '$FLINK_TARGETS'"
 
 prometheus_bin() {
   command -v prometheus 2>/dev/null || die "prometheus not found (make setup installs Debian's prometheus)"
@@ -103,6 +108,14 @@ scrape_configs:
       username: $USER_NAME
       password_file: $PASSWORD_FILE
 EOF
+    if [ -n "$FLINK_TARGETS" ]; then
+      cat >>"$DATA_DIR/prometheus.yml" <<EOF
+  - job_name: flink
+    honor_labels: true  # job_name, task_id and subtask_index as Flink's reporter names them
+    static_configs:
+      - targets: ['${FLINK_TARGETS//,/\', \'}']
+EOF
+    fi
   )
 }
 

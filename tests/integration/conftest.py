@@ -127,13 +127,12 @@ class Prometheus:
         }
 
 
-@pytest.fixture()
-def prometheus(tmp_path_factory) -> Iterator[Prometheus]:
+def _prometheus(tmp_path_factory, flink_targets: str = "") -> Iterator[Prometheus]:
     from tests.helpers import run_script
     from tests.integration.airflow_fixtures import process_alive
 
     script, folder = ROOT / "scripts" / "prometheus.sh", tmp_path_factory.mktemp("prometheus")
-    env = {**os.environ, "PROM_DATA_DIR": str(folder), "PROM_SCRAPE_INTERVAL": "1s"}
+    env = {**os.environ, "PROM_DATA_DIR": str(folder), "PROM_SCRAPE_INTERVAL": "1s", "PROM_FLINK_TARGETS": flink_targets}
     run_script(script, ["up"], env, timeout=120)
     state = dict(line.split("=", 1) for line in run_script(script, ["env"], env).stdout.split())
     pids = [tuple(map(int, p.read_text().split())) for p in (folder / "pids").glob("*.pid")]
@@ -144,3 +143,23 @@ def prometheus(tmp_path_factory) -> Iterator[Prometheus]:
     finally:
         run_script(script, ["down"], env)
         assert len(pids) == 2 and not any(process_alive(pid, start) for pid, start in pids)
+
+
+@pytest.fixture()
+def prometheus(tmp_path_factory) -> Iterator[Prometheus]:
+    yield from _prometheus(tmp_path_factory)
+
+
+# Flink's Prometheus reporter takes the first free port from 9249: the JobManager, then the TaskManager.
+FLINK_REPORTERS = ",".join(f"127.0.0.1:{p}" for p in range(9249, 9253))
+
+
+@pytest.fixture(scope="module")
+def flink_reporting(tmp_path_factory) -> Iterator[FlinkCluster]:
+    """A cluster with Flink's Prometheus reporter on (scripts/flink.sh up --prometheus)."""
+    yield from _cluster(tmp_path_factory, "flink-prometheus", "--prometheus")
+
+
+@pytest.fixture()
+def prometheus_scraping_flink(tmp_path_factory) -> Iterator[Prometheus]:
+    yield from _prometheus(tmp_path_factory, FLINK_REPORTERS)

@@ -210,8 +210,8 @@ def arrival_rate(
     return d_out / window_s, BASIS_EMITTED
 
 
-def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) -> pa.Table:
-    """Metrics rows (one per operator instance) for the window between two snapshots."""
+def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, source_format: str = "flink-rest") -> pa.Table:
+    """Metrics rows (one per operator instance) for the window between two snapshots (read from ``source_format``)."""
     wall_s = (current.taken_at - previous.taken_at).total_seconds()
     if wall_s <= 0:
         raise InputError("snapshots", f"window length {wall_s:.3f} s is not positive")
@@ -266,7 +266,7 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int) 
             "observed_output_rate": d_out / window_s,
             "warmup": warmup,
             "pending_records": c.pending_records if is_source else None,
-            "source_format": "flink-rest",
+            "source_format": source_format,
             "source_rate_basis": basis,
         }
         for key, value in row.items():

@@ -109,7 +109,9 @@ METRICS = Table(
         Column("observed_output_rate", "double", False, "Records out per second of wall time."),
         Column("warmup", "boolean", False, "Window overlaps a (re)start; never used for a decision."),
         Column("pending_records", "double", True, "Sources: records owed at the window's end (FLIP-33), if reported."),
-        Column("source_format", "string", False, "Where the row came from: flink-rest, ds2-rates-log, ds2-rate-files."),
+        Column(
+            "source_format", "string", False, "Where the row came from: flink-rest, prometheus, ds2-rates-log or ds2-rate-files."
+        ),
         Column(
             "source_rate_basis",
             "string",

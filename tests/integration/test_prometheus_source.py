@@ -1,0 +1,97 @@
+"""Prometheus as the metrics source: a real Prometheus scraping a real Flink's reporter, against the REST path.
+
+The under-provisioned test job (a partitioned source owing what it cannot emit, Count at 1) runs on a
+cluster with Flink's Prometheus reporter; Prometheus scrapes it every second. The REST path takes
+its counter snapshots at three boundaries, as the collector does; the Prometheus path reads the same
+boundaries afterwards from Prometheus (:mod:`autoscaler.collect.prometheus`), as a backfill of
+epochs never collected live would. Stated tolerance: each source instance's arrival rate and
+Count's capacity agree within 3 % (the two reads of a boundary differ by up to one scrape interval,
+1 s in a 20-s window, while the rates are steady); the policy (DS2, on Spark) decides the same.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import pairwise
+
+import pytest
+
+from autoscaler.collect.flink import topology_path
+from autoscaler.collect.prometheus import PrometheusConnection, PrometheusReader, snapshot_at
+from autoscaler.collect.snapshot import take_snapshot, window_metrics
+from autoscaler.config.options import PolicyOptions
+from autoscaler.errors import InputError
+from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
+from autoscaler.store.parquet import read_epochs, write_epochs
+from autoscaler.store.schemas import DECISIONS, METRICS
+from autoscaler.topology import write_topology_csv
+from tests.helpers import poll
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+
+JOB_ARGS = ["--job-name", "prom-src", "--rate", "20000", "--count-wait-us", "175", "--count-parallelism", "1",
+            "--source-parallelism", "2", "--partitions", "4", "--backlog", "true"]  # fmt: skip
+WINDOW_S = 20
+
+
+def _decisions(spark, root, snapshots, source_format):
+    for epoch, (a, b) in enumerate(pairwise(snapshots), start=1):
+        write_epochs(root, METRICS, "prom-src", window_metrics(a, b, "prom-src", epoch, source_format))
+    write_topology_csv(snapshots[-1].topology(), topology_path(root, "prom-src"), source="test")
+    run = StoreRun(str(root), "prom-src", 1, 2, "backfill", source_format, str(topology_path(root, "prom-src")),
+                   PolicyOptions(kind="ds2"))  # fmt: skip
+    decide_stored_epochs(spark, run)
+    rows = read_epochs(root, DECISIONS, "prom-src").to_pylist()
+    return {(d["epoch"], d["operator_name"]): d["target_parallelism"] for d in rows}
+
+
+def test_an_epoch_read_from_prometheus_agrees_with_the_rest_path(flink_reporting, prometheus_scraping_flink, spark, tmp_path):
+    flink, prom = flink_reporting, prometheus_scraping_flink
+    flink.cancel_all()
+    flink.start_job(JOB_ARGS)
+    reader = PrometheusReader(PrometheusConnection(prom.url, *prom.auth))
+    poll("the job's counters in Prometheus",
+         lambda: prom.query('count(flink_taskmanager_job_task_numRecordsOut{job_name="prom_src"})') == {"": 5.0}, 90)  # fmt: skip
+    time.sleep(10)  # past the start-up: the source's backlog grows steadily from here
+    rest = [take_snapshot(flink.client, "prom-src")]
+    for _ in range(2):
+        time.sleep(WINDOW_S)
+        rest.append(take_snapshot(flink.client, "prom-src"))
+    # Read afterwards, at the boundaries' times, once Prometheus has scraped past the last one.
+    poll("a scrape after the last boundary", lambda: time.time() > rest[-1].taken_at.timestamp() + 2.5, 10)
+    from_prometheus = [snapshot_at(reader, "prom-src", s.taken_at, rest[0]) for s in rest]
+    for r, p in zip(rest, from_prometheus):
+        assert p.flink_job_id == r.flink_job_id and abs((p.taken_at - r.taken_at).total_seconds()) <= 1.5
+        assert {v.id: v.parallelism for v in p.vertices} == {v.id: v.parallelism for v in r.vertices}
+
+    for epoch, pair in enumerate(zip(pairwise(rest), pairwise(from_prometheus)), start=1):
+        (ra, rb), (pa, pb) = pair
+        by_rest = {(x["operator_name"], x["instance"]): x for x in window_metrics(ra, rb, "j", epoch).to_pylist()}
+        by_prom = {(x["operator_name"], x["instance"]): x for x in window_metrics(pa, pb, "j", epoch, "prometheus").to_pylist()}
+        assert by_rest.keys() == by_prom.keys()
+        for key, x in by_rest.items():
+            y = by_prom[key]
+            assert y["source_format"] == "prometheus" and y["source_rate_basis"] == x["source_rate_basis"]
+            if x["is_source"]:
+                assert x["source_rate_basis"] == "emitted+lag" and x["true_output_rate"] > 5_000
+                assert y["true_output_rate"] == pytest.approx(x["true_output_rate"], rel=0.03), key
+        count = by_rest[("Count", 1)]
+        assert count["busy_ms"] > 0.8 * 1000 * WINDOW_S  # the bottleneck: its capacity is what DS2 sizes by
+        assert by_prom[("Count", 1)]["true_processing_rate"] == pytest.approx(count["true_processing_rate"], rel=0.03)
+
+    decided_rest = _decisions(spark, tmp_path / "rest", rest, "flink-rest")
+    decided_prom = _decisions(spark, tmp_path / "prometheus", from_prometheus, "prometheus")
+    assert decided_rest == decided_prom and decided_rest[(1, "Count")] >= 3, (decided_rest, decided_prom)
+
+
+def test_a_job_prometheus_never_saw_is_one_clear_error(prometheus_scraping_flink):
+    prom = prometheus_scraping_flink
+    reader = PrometheusReader(PrometheusConnection(prom.url, *prom.auth))
+    from datetime import UTC, datetime
+
+    with pytest.raises(InputError, match="no samples of job 'nobody'"):
+        snapshot_at(reader, "nobody", datetime.now(UTC), None)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="refused the credentials"):
+        PrometheusReader(PrometheusConnection(prom.url, "ds2", "wrong")).instant("up", datetime.now(UTC))
+    with pytest.raises(InputError, match="must be http"):
+        PrometheusReader(PrometheusConnection("http://x/api?query=up"))
