@@ -50,6 +50,7 @@ from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
 from autoscaler.lab.scenario import SCALED, Scenario, load_scenario
+from autoscaler.lab.targets import targets_table
 from autoscaler.record.loop_report import EpochRow
 
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
@@ -335,6 +336,9 @@ def main() -> int:
     )
     c = sub.add_parser("compare", help="results side by side: scenario x policy")
     c.add_argument("dirs", type=Path, nargs="+")
+    t = sub.add_parser("targets", help="a kind's runs against the lab's targets, per scenario (✓ or ✗)")
+    t.add_argument("kind")
+    t.add_argument("dirs", type=Path, nargs="+")
     sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
     j = sub.add_parser("rejudge", help="recompute finished runs' figures from their stores")
     j.add_argument("dirs", type=Path, nargs="+")
@@ -349,6 +353,9 @@ def main() -> int:
             raise SystemExit(f"no result.json under {', '.join(map(str, args.dirs))}")
         print(compare_table(results))
         print("\n" + runs_table(results) if runs_table(results) else "", end="")
+        return 0
+    if args.command == "targets":
+        print(targets_table([json.loads(p.read_text()) for d in args.dirs for p in sorted(d.rglob("result.json"))], args.kind))
         return 0
     if args.command == "interference":
         interference(ROOT / "benchmarks" / "results" / "lab-interference")

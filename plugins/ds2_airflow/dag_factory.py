@@ -36,6 +36,8 @@ from ds2_airflow.scaling import decide_task, record_task, validate_epoch_task, w
 from ds2_airflow.timetable import LateRunsTimetable
 
 EPOCH = "{{ ds2_epoch(data_interval_end or dag_run.run_after) }}"
+EPOCH_START = "{{ ds2_epoch_start(ds2_epoch(data_interval_end or dag_run.run_after)) }}"
+EPOCH_END = "{{ ds2_epoch_start(ds2_epoch(data_interval_end or dag_run.run_after) + 1) }}"
 
 
 def _doc(job: JobConfig) -> str:
@@ -70,7 +72,7 @@ def scaling_dag(job: JobConfig) -> DAG:
         max_active_runs=1,
         default_args={"owner": "ds2", **retry},
         dagrun_timeout=max(job.interval * 10, timedelta(minutes=30)) + (job.approval.timeout or timedelta(days=7)),
-        user_defined_macros={"ds2_epoch": job.epoch_of},
+        user_defined_macros={"ds2_epoch": job.epoch_of, "ds2_epoch_start": lambda e: job.epoch_start(int(e)).isoformat()},
         tags=["ds2", job.name, *job.tags],
         doc_md=_doc(job),
     ) as dag:
@@ -84,6 +86,9 @@ def scaling_dag(job: JobConfig) -> DAG:
             short_window_s=job.short_window.total_seconds(),
             max_gap_s=job.max_boundary_age_s,
             source_rate_metric=job.source_rate_metric,
+            prometheus_conn_id=job.prometheus_conn_id,
+            epoch_start=EPOCH_START,
+            epoch_end=EPOCH_END,
             execution_timeout=job.interval + job.short_window + timedelta(minutes=1),
         )
 

@@ -16,9 +16,9 @@ from itertools import pairwise
 
 import pytest
 
-from autoscaler.collect.flink import topology_path
-from autoscaler.collect.prometheus import PrometheusConnection, PrometheusReader, snapshot_at
-from autoscaler.collect.snapshot import take_snapshot, window_metrics
+from autoscaler.collect.flink import snapshot_path, topology_path
+from autoscaler.collect.prometheus import PrometheusConnection, PrometheusReader, collect_epoch, snapshot_at
+from autoscaler.collect.snapshot import save_snapshot, take_snapshot, window_metrics
 from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
@@ -82,6 +82,19 @@ def test_an_epoch_read_from_prometheus_agrees_with_the_rest_path(flink_reporting
     decided_rest = _decisions(spark, tmp_path / "rest", rest, "flink-rest")
     decided_prom = _decisions(spark, tmp_path / "prometheus", from_prometheus, "prometheus")
     assert decided_rest == decided_prom and decided_rest[(1, "Count")] >= 3, (decided_rest, decided_prom)
+
+    # What a collect task with collect.prometheus_conn_id does for an epoch (a late run, or a backfill of an
+    # epoch never collected): its rows read at its boundaries, the names from the stored boundary snapshot.
+    root = tmp_path / "collected"
+    save_snapshot(rest[0], snapshot_path(root, "prom-src", 7))
+    rows, window_s, job_id = collect_epoch(reader, "prom-src", "prom-src", 7, rest[0].taken_at, rest[1].taken_at, root)
+    stored = read_epochs(root, METRICS, "prom-src", [7]).to_pylist()
+    assert rows == len(stored) == 5 and job_id == rest[1].flink_job_id and abs(window_s - WINDOW_S) < 2.5
+    assert {r["source_format"] for r in stored} == {"prometheus"}
+    assert {r["operator_name"] for r in stored} == {v.name for v in rest[0].vertices}  # "Sink: Writer", not "Sink:_Writer"
+    arrival = sum(r["true_output_rate"] for r in stored if r["is_source"])
+    rest_rows = window_metrics(rest[0], rest[1], "prom-src", 7).to_pylist()
+    assert arrival == pytest.approx(sum(r["true_output_rate"] for r in rest_rows if r["is_source"]), rel=0.03)
 
 
 def test_a_job_prometheus_never_saw_is_one_clear_error(prometheus_scraping_flink):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 import yaml
 
@@ -164,3 +166,15 @@ def test_the_scaling_dag_serializes_with_its_timetable(monkeypatch, tmp_path):
     dag = load(monkeypatch, tmp_path).dags["ds2_testjob"]
     restored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
     assert type(restored.timetable).__name__ == "LateRunsTimetable" and restored.timetable.max_late_epochs == 4
+
+
+def test_a_job_read_from_prometheus_collects_at_its_epochs_boundaries(monkeypatch, tmp_path):
+    bag = load(monkeypatch, tmp_path, [entry("viaprom", collect={"prometheus_conn_id": "prom_flink"}), entry("plain")])
+    assert bag.import_errors == {}
+    collect = bag.dags["ds2_viaprom"].task_dict["collect"]
+    assert collect.prometheus_conn_id == "prom_flink" and bag.dags["ds2_plain"].task_dict["collect"].prometheus_conn_id is None
+    macros = bag.dags["ds2_viaprom"].user_defined_macros
+    epoch = macros["ds2_epoch"](datetime(2026, 11, 25, 12, 1, tzinfo=UTC))
+    assert macros["ds2_epoch_start"](epoch) == "2026-11-25T12:00:00+00:00"
+    assert macros["ds2_epoch_start"](epoch + 1) == "2026-11-25T12:01:00+00:00"
+    assert "epoch_start" in collect.template_fields and "ds2_epoch_start" in collect.epoch_end

@@ -23,14 +23,18 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import requests
 
-from autoscaler.collect.snapshot import Snapshot
+from autoscaler.collect.flink import snapshot_path, topology_path
+from autoscaler.collect.snapshot import Snapshot, load_snapshot, window_metrics
 from autoscaler.errors import InputError
 from autoscaler.flink.models import SubtaskCounters, VertexInfo
-from autoscaler.topology import Topology
+from autoscaler.store.parquet import write_epochs
+from autoscaler.store.schemas import METRICS
+from autoscaler.topology import Topology, read_topology_csv
 
 TASK = "flink_taskmanager_job_task_"
 COUNTERS = {  # SubtaskCounters field -> the reporter's metric
@@ -149,3 +153,31 @@ def _vertices(graph: Snapshot | Topology, parallelism: dict[str, int]) -> tuple[
     if missing:
         raise InputError("prometheus", f"vertices {', '.join(missing)} are not in the job graph given: the job changed")
     return tuple(VertexInfo(v.id, v.name, parallelism.get(v.id, 0), v.max_parallelism, "RUNNING") for v in known)
+
+
+def epoch_graph(store_root: str | Path, job: str, epoch: int) -> Snapshot | Topology:
+    """What the reporter does not carry, for an epoch: its stored boundary snapshot (or the one before), else the
+    job's stored topology (names and edges; max parallelism unknown)."""
+    for e in (epoch, epoch - 1):
+        snap = load_snapshot(snapshot_path(store_root, job, e))
+        if snap is not None:
+            return snap
+    path = topology_path(store_root, job)
+    if not path.exists():
+        raise InputError(str(path), f"no stored job graph of {job!r}: collect one epoch from Flink's REST API first")
+    return read_topology_csv(path)
+
+
+def collect_epoch(reader: PrometheusReader, job_name: str, job: str, epoch: int, start: datetime, end: datetime,
+                  store_root: str | Path) -> tuple[int, float, str]:  # fmt: skip
+    """Write epoch ``epoch``'s rows, read from Prometheus at its boundaries ``start`` and ``end``.
+
+    Returns (rows, the window's length in s, the Flink job id). Idempotent: a second call rewrites the same rows.
+    """
+    graph = epoch_graph(store_root, job, epoch)
+    first, last = snapshot_at(reader, job_name, start, graph), snapshot_at(reader, job_name, end, graph)
+    if last.taken_at <= first.taken_at:
+        raise InputError("prometheus", f"no sample of {job_name!r} between {start.isoformat()} and {end.isoformat()}")
+    rows = window_metrics(first, last, job, epoch, "prometheus")
+    write_epochs(store_root, METRICS, job, rows)
+    return rows.num_rows, (last.taken_at - first.taken_at).total_seconds(), last.flink_job_id

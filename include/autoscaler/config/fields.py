@@ -117,8 +117,10 @@ class Fields:
             raise self.error(key, f"must be a mapping, got {value!r}")
         return dict(value)
 
-    def conn_id(self, key: str, default: str) -> str:
+    def conn_id(self, key: str, default: str | None) -> str | None:
         value = self.text(key, default)
+        if value is None:
+            return None  # an optional connection left unset
         if not _CONN_ID.fullmatch(value):
             raise self.error(key, f"{value!r} is not a valid Airflow connection id (letters, digits, _ . -)")
         return value

@@ -124,6 +124,7 @@ class JobConfig:
     validation: Mapping[str, Any] = field(default_factory=dict)
     short_window: timedelta = opt.SHORT_WINDOW.default
     source_rate_metric: str | None = opt.SOURCE_RATE_METRIC.default
+    prometheus_conn_id: str | None = opt.PROMETHEUS_CONN_ID.default
     savepoint_timeout: timedelta = opt.SAVEPOINT_TIMEOUT.default
     start_timeout: timedelta = opt.START_TIMEOUT.default
     tags: tuple[str, ...] = opt.TAGS.default
@@ -303,6 +304,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
     collect = Fields(f.get("collect"), where, "collect.")
     short_window = collect.option(opt.SHORT_WINDOW)
     source_rate_metric = collect.option(opt.SOURCE_RATE_METRIC)
+    prometheus_conn_id = collect.option(opt.PROMETHEUS_CONN_ID)
     collect.done()
     if short_window >= interval:
         raise InputError(where, f"collect.short_window: {short_window} must be shorter than policy_interval {interval}")
@@ -324,6 +326,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
         validation=validation,
         short_window=short_window,
         source_rate_metric=source_rate_metric,
+        prometheus_conn_id=prometheus_conn_id,
         savepoint_timeout=f.option(opt.SAVEPOINT_TIMEOUT),
         start_timeout=f.option(opt.START_TIMEOUT),
         tags=f.option(opt.TAGS),

@@ -88,6 +88,12 @@ SHORT_WINDOW = Option(
 SOURCE_RATE_METRIC = Option(
     "collect.source_rate_metric", "text", None, "Per-subtask gauge of the sources saying what rate they are asked to emit."
 )
+PROMETHEUS_CONN_ID = Option(
+    "collect.prometheus_conn_id", "connection", None,
+    "Airflow connection (host, port, schema, login, password) of a Prometheus that scrapes the job's Flink reporter. "
+    "When set, each epoch is read from it at the epoch's exact boundaries instead of from the REST API, and a "
+    "backfill collects the epochs it finds no metrics for.",
+)  # fmt: skip
 # -- policy -------------------------------------------------------------------------------------
 # The one registry of policy kinds: each is the module autoscaler/policy/<kind>.py (see policy.base).
 POLICY_KINDS = ("ds2", "utilization", "rules", "ds2_plus")

@@ -138,6 +138,10 @@ class DS2PolicyOperator(PolicyEngineOperator):
             result = self._run(epoch, epoch, LIVE, run_id)
             emit([policy_duration_sample(job.name, time.monotonic() - started)])
             return result
+        if job.prometheus_conn_id:
+            # Each backfill run collects its own epoch from Prometheus and validates it first: a batch
+            # would decide epochs whose metrics are not collected (or validated) yet.
+            return self._run(epoch, epoch, BACKFILL, run_id)
         return self._backfill(context, epoch, run_id)
 
     def _run(self, first: int, last: int, kind: str, run_id: str) -> dict[str, Any]:

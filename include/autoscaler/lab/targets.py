@@ -1,0 +1,81 @@
+"""The targets a policy kind is held to in the lab (issue 21), checked from result.json, ✓ or ✗ per scenario.
+
+Each target compares a run with the measured ground truth or with the baselines' runs of the same
+scenario and inputs:
+
+- **under**: under-provisioned time no higher than the best baseline's;
+- **cost**: instance-seconds at most 1.10 × the ground truth's;
+- **rescales**: at most 1 per load change where scaling is linear, 2 where it is not
+  (:data:`NONLINEAR`); in ``noise`` none after the first change; at most 1 in ``spike``; no
+  reversal (oscillation) in ``diurnal-sine``;
+- **drain**: every backlog a load change or a restart built drained within 90 s;
+- **end**: where scaling is sublinear or skewed (:data:`AT_TRUTH_OR_ONE_ABOVE`), the run ends at the
+  ground truth or one above, never below.
+
+A target that does not apply to a scenario is None (shown "–").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+BASELINES = ("ds2", "utilization", "rules")
+COST_FACTOR = 1.10
+DRAIN_S = 90.0
+NONLINEAR = frozenset({"skew", "backlog-restarts", "cpu-bound"})  # hot key, sublinear Count, CPU-bound Count
+AT_TRUTH_OR_ONE_ABOVE = frozenset({"skew", "backlog-restarts"})
+TARGETS = ("under", "cost", "rescales", "drain", "end")
+
+
+def _drains(result: dict[str, Any]) -> list[float | None]:
+    return [e["backlog_drain_s"] for e in result["load_changes"] if e["backlog_peak_records"]]
+
+
+def check(result: dict[str, Any], baselines: Sequence[dict[str, Any]]) -> dict[str, tuple[bool | None, str]]:
+    """Each target's verdict for one run, with the figures behind it."""
+    t, scenario = result["totals"], result["scenario"]
+    out: dict[str, tuple[bool | None, str]] = {}
+    best = min((b["totals"]["under_provisioned_s"] for b in baselines), default=None)
+    under = t["under_provisioned_s"]
+    if best is None:
+        out["under"] = (None, f"{under:.0f} s, no baseline")
+    else:
+        out["under"] = (under <= best, f"{under:.0f} s (best baseline {best:.0f})")
+    ratio = t["instance_seconds"] / t["ground_truth_instance_seconds"]
+    out["cost"] = (ratio <= COST_FACTOR, f"{ratio:.2f}×")
+    per_change = [e["rescales"] for e in result["load_changes"]]
+    if scenario == "noise":
+        out["rescales"] = (sum(per_change[1:]) == 0, f"{sum(per_change[1:])} after the first change")
+    elif scenario == "spike":
+        out["rescales"] = (t["rescales"] <= 1, f"{t['rescales']} in all")
+    elif scenario == "diurnal-sine":
+        out["rescales"] = (t["oscillations"] == 0, f"{t['rescales']} rescales, {t['oscillations']} reversals")
+    else:
+        limit = 2 if scenario in NONLINEAR else 1
+        out["rescales"] = (max(per_change, default=0) <= limit, f"{'/'.join(map(str, per_change))} per change (≤ {limit})")
+    drains = _drains(result)
+    if not drains:
+        out["drain"] = (None, "no backlog")
+    else:
+        worst = None if any(d is None for d in drains) else max(drains)
+        out["drain"] = (worst is not None and worst <= DRAIN_S, "never" if worst is None else f"{worst:.0f} s")
+    if scenario in AT_TRUTH_OR_ONE_ABOVE:
+        over, short = t["over_instances_end"], t["under_instances_end"]
+        out["end"] = (short == 0 and over <= 1, f"+{over} / -{short}")
+    else:
+        out["end"] = (None, "")
+    return out
+
+
+def targets_table(results: Sequence[dict[str, Any]], kind: str) -> str:
+    """One row per scenario for the runs of ``kind``: each target ✓ or ✗ with its figure."""
+    lines = ["| scenario | run | " + " | ".join(TARGETS) + " |", "|---|---|" + "---|" * len(TARGETS)]
+    for r in sorted((r for r in results if r.get("kind", r["policy"]) == kind), key=lambda r: (r["scenario"], r["policy"])):
+        same = [b for b in results if b["scenario"] == r["scenario"] and b.get("inputs") == r.get("inputs")
+                and b.get("kind", b["policy"]) in BASELINES]  # fmt: skip
+        verdicts = check(r, same)
+        cells = ["–" if ok is None and not why else f"{'–' if ok is None else '✓' if ok else '✗'} {why}".strip()
+                 for ok, why in (verdicts[k] for k in TARGETS)]  # fmt: skip
+        lines.append(f"| {r['scenario']} | {r['policy']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
