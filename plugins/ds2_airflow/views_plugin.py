@@ -32,7 +32,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from autoscaler.config.jobs import JobConfig, config_path, load_jobs
-from autoscaler.record.views import fleet_view, job_view, recent_alerts
+from autoscaler.record.views import fleet_view, job_alerts, job_view, recent_alerts
 from autoscaler.store.parquet import epoch_span
 from autoscaler.store.schemas import METRICS
 from ds2_airflow.runtime import DOCS_URL_PREFIX, data_dir, docs_dir, store_root
@@ -169,7 +169,7 @@ def views_app() -> FastAPI:
         rows = fleet_view(store_root(), [(j.name, j.interval.total_seconds()) for j in jobs], datetime.now(UTC))
         hrefs = {j.name: f"/dags/{j.dag_id}/plugin/{TAB_ROUTE}" for j in jobs}
         by_dag = recent_alerts(data_dir() / "alerts.jsonl", since_s=86_400)
-        return rows, hrefs, {j.name: by_dag.get(j.dag_id, []) for j in jobs}
+        return rows, hrefs, {j.name: job_alerts(by_dag, j.name, j.dag_id) for j in jobs}
 
     @app.get("/fleet", response_class=HTMLResponse)
     def fleet_page(user: GetUserDep, sort: Annotated[str, Query(pattern=r"^[a-z]{1,16}$")] = "gap",

@@ -11,7 +11,7 @@ import pytest
 
 from autoscaler.record import pages
 from autoscaler.record.series import job_series
-from autoscaler.record.views import fleet_view, job_view, recent_alerts
+from autoscaler.record.views import fleet_view, job_alerts, job_view, recent_alerts
 from tests.unit.test_views import E0, INTERVAL, T0, store
 
 LINKS = pages.Links(bundle="/v/static/vega.js", epoch_prefix="/v/dags/ds2_j/epochs/", fleet="/v/fleet")
@@ -77,9 +77,16 @@ def test_the_fleet_page_sorts_by_any_column_and_counts_alerts(tmp_path):
         + "\nnot json\n"
         + json.dumps({"at": (now - timedelta(days=2)).isoformat(), "dag_id": "ds2_j", "problem": "old"})
         + "\n"
+        + json.dumps({"at": now.isoformat(), "dag_id": "ds2_reconcile", "job": "j", "kind": "task-failed", "problem": "x"})
+        + "\n"
+        + json.dumps({"at": now.isoformat(), "dag_id": "ds2_reconcile", "job": "k", "kind": "task-failed", "problem": "y"})
+        + "\n"
     )
     alerts = recent_alerts(alerts_file, since_s=86_400, now=now)
     assert [a["problem"] for a in alerts["ds2_j"]] == ["job left stopped"]
+    # The reconciler serves every job: its alerts go to the job they name.
+    assert [a["problem"] for a in job_alerts(alerts, "j", "ds2_j")] == ["job left stopped", "x"]
+    assert [a["problem"] for a in job_alerts(alerts, "k", "ds2_k")] == ["y"]
     html = pages.fleet_page(rows + other, hrefs={"j": "/dags/ds2_j/plugin/ds2-autoscaler"}, alerts={"j": alerts["ds2_j"]},
                             sort="gap", descending=True, links=LINKS, now=now)  # fmt: skip
     assert re.findall(r'data-job="(\w+)"', html) == ["j", "k"]

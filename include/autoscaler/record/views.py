@@ -233,3 +233,11 @@ def recent_alerts(path: str | Path, since_s: float, now: datetime | None = None)
         if at >= cutoff and isinstance(alert.get("dag_id"), str):
             out.setdefault(alert["dag_id"], []).append(alert)
     return out
+
+
+def job_alerts(by_dag: dict[str, list[dict[str, Any]]], job: str, dag_id: str) -> list[dict[str, Any]]:
+    """A job's alerts, oldest first: those naming the job (the reconciler's DAG serves every job) and, for alerts
+    written before they named one, those of its scaling DAG."""
+    every = [a for alerts in by_dag.values() for a in alerts]
+    mine = [a for a in every if a.get("job") == job or (not a.get("job") and a.get("dag_id") == dag_id)]
+    return sorted(mine, key=lambda a: str(a.get("at")))
