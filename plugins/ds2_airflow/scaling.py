@@ -110,12 +110,15 @@ def _failed_tasks(context: Any) -> list[str]:
 def _metrics_and_alerts(job: JobConfig, epoch: int, outcome: str, context: Any) -> None:
     """The epoch's metrics and alerts, from what the store now holds (autoscaler.record.metrics and .alerts)."""
     try:
-        views = job_view(store_root(), job.name, job.interval_s, epoch - views_needed(job.alerts.quarantined_epochs) + 1, epoch)
+        # Enough epochs for the alerts, and for a rescale recorded under an earlier epoch that ran late.
+        back = max(views_needed(job.alerts.quarantined_epochs), job.max_late_epochs + 2)
+        views = job_view(store_root(), job.name, job.interval_s, epoch - back + 1, epoch)
     except Exception as exc:  # the audit row is committed; a store read that fails costs only these
         log.warning("metrics and alerts of epoch %d not sent: %s", epoch, exc)
         return
-    emit(epoch_samples(job.name, views[-1], outcome))
-    send_alerts(epoch_alerts(job.name, views, job.alerts.quarantined_epochs), job.alerts, context)
+    emit(epoch_samples(job.name, views, outcome))
+    recent = views[-views_needed(job.alerts.quarantined_epochs) :]
+    send_alerts(epoch_alerts(job.name, recent, job.alerts.quarantined_epochs), job.alerts, context)
 
 
 def record_task(job: JobConfig, context: Any) -> dict[str, Any]:

@@ -43,8 +43,9 @@ from autoscaler.record.views import job_view
 from ds2_airflow.metrics import emit
 store, job, interval, first, last = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 sent = 0
-for view in job_view(store, job, interval, first, last):
-    sent += emit(epoch_samples(job, view, view.outcome))
+views = job_view(store, job, interval, first, last)
+for i, view in enumerate(views):
+    sent += emit(epoch_samples(job, views[: i + 1], view.outcome))
 sent += emit([policy_duration_sample(job, 2.5)])
 print(sent)
 """
@@ -86,7 +87,10 @@ def test_metrics_reach_prometheus_with_job_and_operator_labels(prometheus, tmp_p
             out.update({m.label_value(op): float(x) for op, x in values_of(v).items()})
         return out
 
-    assert value(f'airflow_ds2_parallelism_current{{job="{JOB}"}}') == newest_of(lambda v: {**v.parallelism, **v.applied})
+    current: dict[str, float] = {}
+    for i in range(len(views)):
+        current.update({m.label_value(op): float(n) for op, n in m.current_parallelism(views[: i + 1]).items()})
+    assert value(f'airflow_ds2_parallelism_current{{job="{JOB}"}}') == current
     recommended = value(f'airflow_ds2_parallelism_recommended{{job="{JOB}"}}')
     assert recommended == newest_of(lambda v: v.recommended) == {m.label_value(o): n for o, n in newest.recommended.items()}
     assert "Sink__Writer" in recommended  # "Sink: Writer" as a label value Airflow accepts

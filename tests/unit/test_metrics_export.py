@@ -34,7 +34,7 @@ def test_a_rescaled_epoch_exports_its_new_parallelism_downtime_outcome_and_lag()
         source_arrival={"Source: Source": 20_000.0}, source_backlog={"Source: Source": 12_345.0},
         capacity={"Count": 5_500.0}, downtime_s=4.2, decided_at=START + timedelta(seconds=37.5),
     )  # fmt: skip
-    got = by_name(m.epoch_samples("testjob", v, "succeeded"))
+    got = by_name(m.epoch_samples("testjob", [v], "succeeded"))
     assert got["ds2.parallelism.current"] == [
         ({"job": "testjob", "operator": "Count"}, 4.0),  # after the rescale, not the measured 2
         ({"job": "testjob", "operator": "Source__Source"}, 2.0),
@@ -51,10 +51,25 @@ def test_a_rescaled_epoch_exports_its_new_parallelism_downtime_outcome_and_lag()
 
 
 def test_a_quarantined_epoch_counts_a_validation_failure_and_exports_no_decision_figures():
-    got = by_name(m.epoch_samples("testjob", view(state=QUARANTINED), "skipped"))
+    got = by_name(m.epoch_samples("testjob", [view(state=QUARANTINED)], "skipped"))
     assert got["ds2.validation.failures_total"] == [({"job": "testjob"}, 1.0)]
     assert got["ds2.decisions_total"] == [({"job": "testjob", "outcome": "skipped"}, 1.0)]
     assert not {"ds2.decision.lag_seconds", "ds2.parallelism.recommended", "ds2.rescale.downtime_seconds"} & set(got)
+
+
+def test_current_parallelism_after_a_late_epoch_is_the_rescaled_one():
+    # Epoch 100 rescaled Count 1 -> 4, finishing 10 s after its end; epoch 101 ran late and measured Count 1 in
+    # a window that ended before that rescale: the job runs at 4, not at what the late epoch measured.
+    rescaled = view(epoch=100, parallelism={"Count": 1}, applied={"Count": 4}, outcome="succeeded",
+                    rescaled_at=START + timedelta(seconds=40))  # fmt: skip
+    late = view(epoch=101, start=START + timedelta(seconds=30), end=START + timedelta(seconds=35), parallelism={"Count": 1})
+    assert m.current_parallelism([rescaled]) == {"Count": 4}
+    assert m.current_parallelism([rescaled, late]) == {"Count": 4}
+    # An epoch measured after the rescale finished reports what it measured.
+    after = view(epoch=102, start=START + timedelta(seconds=60), end=START + timedelta(seconds=90), parallelism={"Count": 4})
+    assert m.current_parallelism([rescaled, late, after]) == {"Count": 4}
+    failed = view(epoch=100, parallelism={"Count": 1}, applied={}, outcome="failed", rescaled_at=START + timedelta(seconds=40))
+    assert m.current_parallelism([failed, late]) == {"Count": 1}
 
 
 def test_label_values_are_what_airflows_stats_client_accepts():

@@ -14,6 +14,7 @@ from it (``python -m autoscaler.record.metrics``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.record.views import QUARANTINED, EpochView
@@ -122,11 +123,23 @@ def _sample(metric: Metric, value: float, **labels: str) -> Sample:
     return Sample(metric, float(value), {k: label_value(v) for k, v in labels.items()})
 
 
-def epoch_samples(job: str, view: EpochView, outcome: str | None) -> list[Sample]:
-    """What one recorded epoch exports; ``outcome`` is the epoch's recorded action (None when none was)."""
+def current_parallelism(views: Sequence[EpochView]) -> dict[str, int]:
+    """What the job runs with after the newest of ``views`` (oldest first): the parallelism that epoch measured, and
+    the new one of every rescale that finished after its window (its own, or an earlier epoch's when it ran late)."""
+    now = views[-1]
+    current = dict(now.parallelism)
+    for view in views:
+        if view.applied and (view is now or (view.rescaled_at is not None and view.rescaled_at > now.end)):
+            current.update(view.applied)
+    return current
+
+
+def epoch_samples(job: str, views: Sequence[EpochView], outcome: str | None) -> list[Sample]:
+    """What the newest of ``views`` (a recorded epoch, after the epochs before it) exports; ``outcome`` is its recorded
+    action (None when none was)."""
+    view = views[-1]
     out = [_sample(LAST_EPOCH, view.epoch, job=job)]
-    current = {**view.parallelism, **view.applied}
-    out += [_sample(PARALLELISM_CURRENT, n, job=job, operator=op) for op, n in sorted(current.items())]
+    out += [_sample(PARALLELISM_CURRENT, n, job=job, operator=op) for op, n in sorted(current_parallelism(views).items())]
     out += [_sample(PARALLELISM_RECOMMENDED, n, job=job, operator=op) for op, n in sorted(view.recommended.items())]
     out += [_sample(ARRIVAL_RATE, r, job=job, operator=op) for op, r in sorted(view.source_arrival.items())]
     out += [_sample(BACKLOG, b, job=job, operator=op) for op, b in sorted(view.source_backlog.items())]

@@ -57,6 +57,7 @@ class EpochView:
     message: str | None = None
     applied: dict[str, int] = field(default_factory=dict)  # operator -> parallelism after a rescale
     downtime_s: float | None = None
+    rescaled_at: datetime | None = None  # when a rescale of this epoch finished (succeeded or not)
     approved_by: str | None = None
     validation: str | None = None  # the validation's one-line summary
     docs_page: str | None = None  # its GX Data Docs page
@@ -117,6 +118,7 @@ def job_view(store_root: str | Path, job: str, interval_s: float, first: int, la
                 message=action["message"] if action else None,
                 applied=json.loads(action["new_parallelism"]) if action and action["outcome"] == SUCCEEDED else {},
                 downtime_s=action["downtime_s"] if action else None,
+                rescaled_at=action["finished_at"] if action else None,
                 approved_by=action["approved_by"] if action else None,
                 validation=valid["summary"] if valid else None,
                 docs_page=valid["docs_page"] if valid else None,
