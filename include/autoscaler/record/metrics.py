@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.record.views import QUARANTINED, EpochView
+from autoscaler.record.views import QUARANTINED, EpochView, current_parallelism
 
 GAUGE, COUNTER = "gauge", "counter"
 
@@ -121,17 +121,6 @@ def label_value(value: str) -> str:
 def _sample(metric: Metric, value: float, **labels: str) -> Sample:
     assert tuple(labels) == metric.labels, (metric.name, labels)
     return Sample(metric, float(value), {k: label_value(v) for k, v in labels.items()})
-
-
-def current_parallelism(views: Sequence[EpochView]) -> dict[str, int]:
-    """What the job runs with after the newest of ``views`` (oldest first): the parallelism that epoch measured, and
-    the new one of every rescale that finished after its window (its own, or an earlier epoch's when it ran late)."""
-    now = views[-1]
-    current = dict(now.parallelism)
-    for view in views:
-        if view.applied and (view is now or (view.rescaled_at is not None and view.rescaled_at > now.end)):
-            current.update(view.applied)
-    return current
 
 
 def epoch_samples(job: str, views: Sequence[EpochView], outcome: str | None) -> list[Sample]:

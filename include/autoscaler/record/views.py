@@ -181,7 +181,6 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
         last = int(now.timestamp() // interval_s) - 1
         first = last - int(86_400 // interval_s) + 1
         day = job_view(store_root, job, interval_s, first, last)
-        measured = [e for e in day if e.parallelism]
         decided = [e for e in day if e.recommended]
         newest = decided[-1] if decided else None
         lags = [(e.decided_at - e.end).total_seconds() for e in decided if e.decided_at]
@@ -191,7 +190,7 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
         out.append(
             FleetRow(
                 job=job,
-                current=_current(measured, day),
+                current=current_parallelism(day),
                 recommended=newest.recommended if newest else {},
                 last_decision_epoch=newest.epoch if newest else None,
                 last_decision_age_s=(now - newest.decided_at).total_seconds() if newest and newest.decided_at else None,
@@ -205,14 +204,18 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
     return out
 
 
-def _current(measured: list[EpochView], day: list[EpochView]) -> dict[str, int]:
-    """The newest measured parallelism, with the rescales applied since (the epoch that rescaled measured the old one)."""
+def current_parallelism(views: Sequence[EpochView]) -> dict[str, int]:
+    """What the job runs with after ``views`` (consecutive epochs, oldest first): the newest measured parallelism,
+    with the new one of every rescale recorded since (the epoch that rescaled measured the old one) or that finished
+    after that window (a rescale recorded under an earlier epoch while this one ran late)."""
+    measured = [v for v in views if v.parallelism]
     if not measured:
         return {}
-    current = dict(measured[-1].parallelism)
-    for e in day:
-        if e.epoch >= measured[-1].epoch and e.applied:
-            current.update(e.applied)
+    now = measured[-1]
+    current = dict(now.parallelism)
+    for view in views:
+        if view.applied and (view.epoch >= now.epoch or (view.rescaled_at is not None and view.rescaled_at > now.end)):
+            current.update(view.applied)
     return current
 
 
