@@ -121,6 +121,38 @@ def test_a_first_epoch_measured_after_its_boundary_does_not_overlap_the_next(cle
     assert (view["window_start"] >= view["previous_window_end"]).all(), view[["window_start", "previous_window_end"]]
 
 
+def test_a_window_measured_past_the_next_boundary_is_where_the_next_epoch_starts(clean_flink, tmp_path):
+    """Epoch 30's run came late: the triggerer had taken epoch 31's boundary on time before epoch 30
+    measured its short window. Epoch 31 starting at its predecessor's boundary overlapped that window
+    and validation quarantined it (`windows_ordered`: the clean-clone suite's 'skipped' epoch after a
+    rescale). Epoch 31 now starts where epoch 30's window ended and ends when measured; epoch 32, on
+    time again, runs from there to its own boundary."""
+    clean_flink.start_job(UNDERPROVISIONED)
+    store, client = tmp_path / "store", clean_flink.client
+    save_snapshot(take_snapshot(client, "ds2-testjob", RATE_METRIC), snapshot_path(store, JOB, 30))
+    save_snapshot(take_snapshot(client, "ds2-testjob", RATE_METRIC), snapshot_path(store, JOB, 31))
+    first = collect_epoch_metrics(client, "ds2-testjob", JOB, 30, store, short_window_s=2, source_rate_metric=RATE_METRIC)
+    assert first.measured_short_window
+    second = collect_epoch_metrics(client, "ds2-testjob", JOB, 31, store, short_window_s=2, source_rate_metric=RATE_METRIC)
+    assert not second.measured_short_window and second.window_s >= 2.0
+    assert snapshot_path(store, JOB, 31, end=True).exists()
+    again = collect_epoch_metrics(client, "ds2-testjob", JOB, 31, store, short_window_s=2, source_rate_metric=RATE_METRIC)
+    assert again.rows.equals(second.rows)  # a re-run recomputes the same rows from the stored snapshots
+    wait_for_busy_time(client, second.flink_job_id, "Count", 2000)
+    save_snapshot(take_snapshot(client, "ds2-testjob", RATE_METRIC), snapshot_path(store, JOB, 32))
+    third = collect_epoch_metrics(client, "ds2-testjob", JOB, 32, store, source_rate_metric=RATE_METRIC)
+    assert not third.measured_short_window
+    assert second.rows.column("window_start")[0] == first.rows.column("window_end")[0]
+    assert third.rows.column("window_start")[0] == second.rows.column("window_end")[0]
+    rows = read_epochs(store, METRICS, JOB)
+    topology = read_topology_csv(topology_path(store, JOB))
+    for epoch in (31, 32):
+        later = rows.filter(pc.equal(rows.column("epoch"), epoch))
+        earlier = rows.filter(pc.less(rows.column("epoch"), epoch))
+        view = pandas_metrics(later, earlier, None, topology)
+        assert (view["window_start"] >= view["previous_window_end"]).all(), (epoch, view[["window_start", "previous_window_end"]])
+
+
 def test_a_window_that_spans_a_restart_is_warmup(clean_flink, tmp_path, spark):
     details = clean_flink.start_job(UNDERPROVISIONED)
     store = tmp_path / "store"

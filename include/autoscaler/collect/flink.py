@@ -6,8 +6,12 @@ the two stored snapshots (idempotent). The triggerer takes these boundaries on t
 (:mod:`autoscaler.collect.boundaries`), so a run that starts late still measures its own epoch;
 without them the collector reads the end boundary itself when it runs. With no usable previous
 boundary (the first epoch, or one older than ``max_gap_s``) it measures a short window now,
-stored as ``epoch=<n>.start.json`` and ``epoch=<n>.end.json`` beside the boundary; the next
-epoch's window then starts at that short window's end, not at the earlier boundary.
+stored as ``epoch=<n>.start.json`` and ``epoch=<n>.end.json`` beside the boundary.
+
+An epoch's window always starts where the previous epoch's window ended, so windows never overlap.
+When that end lies past this epoch's own boundary (the previous run measured late, past it), the
+window ends now instead, stored as ``epoch=<n>.end.json``; runs that catch up return to the
+boundaries taken on time.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from autoscaler.collect.snapshot import load_snapshot, restart_between, save_snapshot, take_snapshot, window_metrics
+from autoscaler.collect.snapshot import Snapshot, load_snapshot, restart_between, save_snapshot, take_snapshot, window_metrics
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.store.parquet import validate_job_name, write_epochs
 from autoscaler.store.schemas import METRICS
@@ -37,7 +41,7 @@ class CollectionResult:
     flink_job_id: str
 
     def summary(self) -> str:
-        how = "short window measured now" if self.measured_short_window else "since the previous epoch's boundary"
+        how = "short window measured now" if self.measured_short_window else "since the previous epoch's window"
         warm = f"; warm-up: {self.warmup_reason}" if self.warmup_reason else ""
         return (
             f"job {self.job} epoch {self.epoch}: {self.rows.num_rows} instance rows over {self.window_s:.1f} s "
@@ -77,35 +81,26 @@ def collect_epoch_metrics(
     boundary = load_snapshot(boundary_path)
     previous = load_snapshot(start_path)
     short = previous is not None  # an earlier attempt measured a short window: recompute the same rows
-    current = (load_snapshot(end_path) or boundary) if short else boundary
-    if short and current is not None and current.taken_at <= previous.taken_at:
-        current = None  # an attempt stopped inside its short window: measure its end now
     if not short:
-        # After a short window measured past its boundary, the window starts where that one ended, so
-        # windows do not overlap (validation's ``windows_ordered`` would quarantine it) -- unless that
-        # end lies past this epoch's own boundary (a late run): then at the boundary, as before, rather
-        # than measure yet another short window late.
-        previous = load_snapshot(snapshot_path(store_root, job, epoch - 1))
-        short_end = load_snapshot(snapshot_path(store_root, job, epoch - 1, end=True))
-        if short_end is not None and (current is None or short_end.taken_at < current.taken_at):
-            previous = short_end
-        if previous is not None and previous.job_name != job_name:
-            previous = None
-        if previous is not None and boundary is None and max_gap_s is not None:
-            if (datetime.now(UTC) - previous.taken_at).total_seconds() > max_gap_s:
-                previous = None  # too old to start this epoch's window
-        if previous is not None and current is not None and previous.taken_at >= current.taken_at:
-            previous = None
-    if previous is None or current is None:
-        if previous is None:
-            previous = take_snapshot(client, job_name, source_rate_metric)
-            save_snapshot(previous, start_path)
-            _wait(short_window_s)
-            short = True
+        previous = _previous_window_end(store_root, job, epoch, job_name, boundary, max_gap_s)
+    if previous is None:
+        previous = take_snapshot(client, job_name, source_rate_metric)
+        save_snapshot(previous, start_path)
+        short = True
+    # An earlier attempt's measured end, else the boundary taken on time. Neither serves when it is
+    # not after the window's start: the previous epoch's window ran past this epoch's boundary (its
+    # run was late), or this epoch's short window started after its boundary.
+    current = load_snapshot(end_path) or boundary
+    if current is not None and current.taken_at <= previous.taken_at:
+        current = None
+    if current is None:
+        # Give the counters ``short_window_s`` from the window's start to move (no wait when the
+        # start lies that far back already), then measure the end now.
+        _wait(short_window_s - (datetime.now(UTC) - previous.taken_at).total_seconds())
         current = take_snapshot(client, job_name, source_rate_metric)
-        # The epoch's boundary, when it was never taken; the end of a short window otherwise (the
-        # boundary, taken on time, stays the next epoch's start).
-        save_snapshot(current, end_path if short and boundary is not None else boundary_path)
+        # The epoch's boundary when it was never taken; a measured end otherwise (the boundary, taken
+        # on time, stays unused: the next epoch starts where this window ends).
+        save_snapshot(current, end_path if boundary is not None else boundary_path)
     assert previous is not None
     rows = window_metrics(previous, current, job, epoch)
     write_epochs(store_root, METRICS, job, rows)
@@ -119,6 +114,24 @@ def collect_epoch_metrics(
         warmup_reason=restart_between(previous, current),
         flink_job_id=current.flink_job_id,
     )
+
+
+def _previous_window_end(store_root: str | Path, job: str, epoch: int, job_name: str, boundary: Snapshot | None,
+                         max_gap_s: float | None) -> Snapshot | None:  # fmt: skip
+    """Where epoch ``epoch - 1``'s window ended, if this epoch's window can start there.
+
+    That is its measured end when it measured one (a short window, or a late run's window), else its
+    boundary: starting anywhere earlier would overlap it (validation's ``windows_ordered`` quarantines
+    an overlap). None when that is another Flink job, or, with no boundary of this epoch to end at,
+    older than ``max_gap_s``.
+    """
+    end = load_snapshot(snapshot_path(store_root, job, epoch - 1, end=True))
+    previous = end or load_snapshot(snapshot_path(store_root, job, epoch - 1))
+    if previous is None or previous.job_name != job_name:
+        return None
+    if boundary is None and max_gap_s is not None and (datetime.now(UTC) - previous.taken_at).total_seconds() > max_gap_s:
+        return None  # too old to start this epoch's window
+    return previous
 
 
 def _wait(seconds: float) -> None:
