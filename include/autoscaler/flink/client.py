@@ -21,7 +21,15 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from autoscaler.flink import ids
-from autoscaler.flink.models import ENDED_STATES, JobDetails, JobSummary, OperationStatus, SubtaskCounters, VertexInfo
+from autoscaler.flink.models import (
+    ENDED_STATES,
+    JobDetails,
+    JobSummary,
+    OperationStatus,
+    SubtaskCounters,
+    VertexInfo,
+    stable_vertex_names,
+)
 
 
 class FlinkError(RuntimeError):
@@ -176,15 +184,16 @@ class FlinkRestClient:
 
     def job(self, job_id: str) -> JobDetails:
         data = self.get(f"/jobs/{ids.job_id(job_id)}")
+        names = stable_vertex_names([v["name"] for v in data["vertices"]])
         vertices = tuple(
             VertexInfo(
                 id=v["id"],
-                name=v["name"],
+                name=name,
                 parallelism=int(v["parallelism"]),
                 max_parallelism=int(v.get("maxParallelism", -1)),
                 status=v.get("status", "UNKNOWN"),
             )
-            for v in data["vertices"]
+            for v, name in zip(data["vertices"], names, strict=True)
         )
         edges = tuple((inp["id"], node["id"]) for node in data.get("plan", {}).get("nodes", []) for inp in node.get("inputs", []))
         return JobDetails(id=data["jid"], name=data["name"], state=data["state"], vertices=vertices, edges=edges)
@@ -299,6 +308,14 @@ class FlinkRestClient:
             body["flinkConfiguration"] = dict(flink_configuration)
         data = self._request("POST", f"/jars/{ids.jar_id(jar_id)}/run", json=body)
         return ids.job_id(data["jobid"])
+
+    def planned_vertex_ids(self, jar_id: str, entry_class: str | None, program_args: Sequence[str]) -> set[str]:
+        """The vertex ids of the job graph the jar's program builds with these arguments (not run)."""
+        body: dict[str, Any] = {"programArgsList": list(program_args)}
+        if entry_class:
+            body["entryClass"] = entry_class
+        data = self._request("POST", f"/jars/{ids.jar_id(jar_id)}/plan", json=body)
+        return {str(node["id"]) for node in (data.get("plan") or {}).get("nodes", [])}
 
     def cancel(self, job_id: str) -> None:
         self._request("PATCH", f"/jobs/{ids.job_id(job_id)}", params={"mode": "cancel"})

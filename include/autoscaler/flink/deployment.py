@@ -1,9 +1,15 @@
 """How a Flink job is (re)deployed: its jar, its arguments and how parallelism reaches it.
 
-Flink 2.3 silently ignores ``pipeline.jobvertex-parallelism-overrides`` (FLINK-38770), so per
-operator parallelism can only reach a restarted job through the job's own program arguments.
-A :class:`JobDeployment` records which argument sets which operator's parallelism, so a
-rescale can render the full argument list for any target and restart the job from a savepoint.
+Flink 2.3 silently ignores ``pipeline.jobvertex-parallelism-overrides`` (FLINK-38770; measured here
+through the jar-run configuration and through SQL ``SET``, on both schedulers). So per-operator
+parallelism reaches a job restarted from a savepoint in one of two ways:
+
+- with no ``parallelism_args`` (any job as it is, e.g. a SQL job): the job restarts unchanged and
+  the adaptive scheduler then takes each vertex to its parallelism (per-vertex resource
+  requirements, :mod:`autoscaler.rescale.restart`);
+- with ``parallelism_args``: the job's own program arguments set each operator's parallelism (a
+  job written for it, such as the test job; works on either scheduler).
+
 Pure Python: no Airflow import.
 """
 
@@ -33,14 +39,15 @@ class JobDeployment:
       the same on every restart belong here (for the test job: ``--schedule-start-ms``, so the
       rate schedule continues instead of starting over).
     - ``parallelism_args``: operator NAME (as Flink shows it, e.g. ``"Count"``) -> program
-      argument flag (``"--count-parallelism"``).
+      argument flag (``"--count-parallelism"``). Empty (the default): the job takes no such flags
+      and the adaptive scheduler sets each vertex's parallelism after the restart.
     - ``savepoint_dir``: where stop-with-savepoint writes (``file://``/``s3://`` URI, or an
       absolute local path).
     """
 
     job_name: str
     savepoint_dir: str
-    parallelism_args: Mapping[str, str]
+    parallelism_args: Mapping[str, str] = field(default_factory=dict)
     base_args: Sequence[str] = field(default=())
     jar_path: str | Path | None = None
     jar_id: str | None = None
@@ -60,8 +67,8 @@ class JobDeployment:
         if isinstance(self.base_args, str) or not all(isinstance(a, str) for a in self.base_args):
             raise InputError(src, "base_args must be a list of strings (one program argument each)")
         object.__setattr__(self, "base_args", tuple(self.base_args))
-        if not isinstance(self.parallelism_args, Mapping) or not self.parallelism_args:
-            raise InputError(src, "parallelism_args must map at least one operator name to a program-argument flag")
+        if not isinstance(self.parallelism_args, Mapping):
+            raise InputError(src, "parallelism_args must map operator names to program-argument flags (or be empty)")
         flags: dict[str, str] = {}
         for name, flag in self.parallelism_args.items():
             if not isinstance(name, str) or not name.strip():

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # States in which a job is (or is about to be) alive; anything else means it is gone.
 ACTIVE_STATES = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING", "FAILING", "CANCELLING")
 ENDED_STATES = ("FAILED", "CANCELED", "FINISHED", "SUSPENDED")
+
+
+# The planner numbers a SQL job's nodes ("GroupAggregate[4] -> Sink: counts[5]") from a counter that
+# lives as long as the JobManager: the same query restarted from its savepoint comes back as
+# "GroupAggregate[14] -> Sink: counts[15]". The numbers are not part of an operator's identity.
+_PLANNER_NODE_NUMBER = re.compile(r"\[\d+\]")
+
+
+def stable_vertex_names(names: Sequence[str]) -> list[str]:
+    """Vertex names as operators are known here: the planner's node numbers dropped, so that a job's
+    operators keep their names across restarts; two left alike are told apart by order (" #2")."""
+    stripped = [_PLANNER_NODE_NUMBER.sub("", name) for name in names]
+    seen: dict[str, int] = {}
+    stable = []
+    for name in stripped:
+        seen[name] = seen.get(name, 0) + 1
+        stable.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
+    return stable
 
 
 @dataclass(frozen=True)

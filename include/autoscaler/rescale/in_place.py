@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from autoscaler.config.options import IN_PLACE, START_TIMEOUT
 from autoscaler.errors import InputError
-from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkError, FlinkRestClient
-from autoscaler.flink.models import ENDED_STATES, JobSummary
+from autoscaler.flink.models import ENDED_STATES
 from autoscaler.rescale.checks import (
+    CheckpointNudge,
     Wait,
     check_target,
     check_timeout,
     job_summary,
+    require_adaptive,
     validate_against_job,
     wait_running,
 )
@@ -61,34 +61,6 @@ def rescale_in_place(
         return run.resume()
 
 
-def _require_adaptive(client: FlinkRestClient, job_id: str, job_name: str) -> dict[str, dict[str, int]]:
-    """The job's resource requirements; a clear error when its scheduler cannot change them.
-
-    The job's JobManager configuration is read first: on the default scheduler the
-    requirements endpoint answers HTTP 500, which the client retries for ~7 s before giving up.
-    """
-    try:
-        config = {e["key"]: e["value"] for e in client.get(f"/jobs/{ids.job_id(job_id)}/jobmanager/config")}
-    except (FlinkError, KeyError, TypeError):
-        config = None  # older Flink: let the requirements endpoint answer
-    if config is not None:
-        scheduler = str(config.get("jobmanager.scheduler", "default")).lower()
-        if scheduler != "adaptive" and str(config.get("scheduler-mode", "")).lower() != "reactive":
-            raise InputError(
-                f"job {job_name}",
-                f"it runs on the {scheduler!r} scheduler; in-place rescaling needs the adaptive scheduler "
-                f"(jobmanager.scheduler: adaptive, e.g. scripts/flink.sh up --adaptive): use savepoint-restart instead",
-            )
-    try:
-        return client.resource_requirements(job_id)
-    except FlinkError as exc:
-        raise FlinkError(
-            f"in-place rescaling of {job_name} is not possible: the resource-requirements endpoint failed ({exc})",
-            status=exc.status,
-            url=exc.url,
-        ) from None
-
-
 class _InPlaceRescale:
     """The in-place procedure; journal keys: job_id, vertex_ids, previous_requirements, put, phase."""
 
@@ -109,7 +81,7 @@ class _InPlaceRescale:
         job = self.client.running_job(self.job_name)
         details = self.client.job(job.id)
         validate_against_job(details, target, None)
-        previous = _require_adaptive(self.client, job.id, self.job_name)
+        previous = require_adaptive(self.client, job.id, self.job_name, "in-place rescaling", "use savepoint-restart instead")
         old = details.parallelism
         self.journal.data = {
             "version": JOURNAL_VERSION,
@@ -149,9 +121,9 @@ class _InPlaceRescale:
     def _requirements(self, parallelism: Mapping[str, int]) -> dict[str, tuple[int, int]]:
         return {self.state["vertex_ids"][name]: (1, p) for name, p in parallelism.items()}
 
-    def _wait_at(self, parallelism: Mapping[str, int]) -> tuple[Wait, _CheckpointNudge]:
+    def _wait_at(self, parallelism: Mapping[str, int]) -> tuple[Wait, CheckpointNudge]:
         """Wait for the job to run all tasks at ``parallelism``, nudging the scheduler with checkpoints."""
-        checkpoint = _CheckpointNudge(self.client, self.state["job_id"])
+        checkpoint = CheckpointNudge(self.client, self.state["job_id"])
         wait = wait_running(
             self.client,
             self.state["job_id"],
@@ -228,55 +200,3 @@ class _InPlaceRescale:
         self.state["result"] = result.to_dict()
         self.journal.save()
         return result
-
-
-@dataclass
-class _CheckpointNudge:
-    """FULL checkpoints make the adaptive scheduler apply new requirements at once.
-
-    The scheduler rescales on a completed checkpoint only once the new slots have arrived; a
-    checkpoint that completes before that is wasted and the change then waits for the
-    scheduler's own delay (5 s here; measured: 3 of 4 fresh jobs). So a checkpoint is triggered
-    every ``interval_s`` until the job starts restarting (at most ``max_triggers``). The trigger
-    status says COMPLETED even when the checkpoint failed (e.g. "Not all required tasks are
-    currently running"): the failure cause is kept for the message.
-    """
-
-    client: FlinkRestClient
-    job_id: str
-    interval_s: float = 0.25
-    max_triggers: int = 10
-    request_id: str | None = None
-    triggers: int = 0
-    next_at: float = field(default_factory=time.monotonic)
-    first_total: int | None = None
-    restarting: bool = False
-    problem: str | None = None
-
-    def poll(self, summary: JobSummary | None) -> None:
-        if self.restarting:
-            return
-        if summary is not None:
-            if self.first_total is None:
-                self.first_total = summary.tasks_total
-            if (
-                summary.state != "RUNNING"
-                or summary.tasks_running < summary.tasks_total
-                or summary.tasks_total != self.first_total
-            ):
-                self.restarting = True  # the change is being applied: no more checkpoints needed
-                return
-        now = time.monotonic()
-        try:
-            if self.request_id is not None:
-                status = self.client.checkpoint_status(self.job_id, self.request_id)
-                if status.completed:
-                    self.request_id, self.next_at = None, now + self.interval_s
-                    self.problem = f"the checkpoint that applies the change failed: {status.failure}" if status.failure else None
-                return
-            if self.triggers < self.max_triggers and now >= self.next_at:
-                self.triggers += 1
-                self.request_id = self.client.trigger_checkpoint(self.job_id, "FULL")
-        except FlinkError as exc:
-            self.problem = f"the checkpoint that applies the change could not be triggered: {exc}"
-            self.request_id, self.next_at = None, now + self.interval_s

@@ -1,6 +1,11 @@
 """The restart half of a savepoint-restart: run the jar from the savepoint at the target (or, to
 roll back or restore, at the previous parallelism), wait for it, and build the result.
 
+A job with ``parallelism_args`` is run with the target in its arguments. A job without them (any
+job as it is, a SQL job) is run unchanged, and once all its tasks run the adaptive scheduler takes
+each vertex to its parallelism (per-vertex resource requirements, nudged by a checkpoint), since
+Flink 2.3 ignores ``pipeline.jobvertex-parallelism-overrides``.
+
 :class:`SavepointSteps` holds the procedure's settings and journal; :mod:`.savepoint` adds the
 stop-with-savepoint half and the entry points.
 """
@@ -17,8 +22,8 @@ from autoscaler.config.options import SAVEPOINT_RESTART
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, program_args, resolve_jar
-from autoscaler.flink.models import ACTIVE_STATES
-from autoscaler.rescale.checks import cancel_quietly, wait_running
+from autoscaler.flink.models import ACTIVE_STATES, JobDetails
+from autoscaler.rescale.checks import CheckpointNudge, Wait, cancel_quietly, wait_running
 from autoscaler.rescale.journal import Journal, seconds_since, utcnow
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.store.schemas import FAILED, ROLLED_BACK, SUCCEEDED
@@ -117,16 +122,13 @@ class SavepointSteps:
         submission = self.state["submissions"][-1]
         job_id = submission["job_id"]
         expected = self.state["expected"] if purpose == "rescale" else self.state["old_parallelism"]
-        wait = wait_running(
-            self.client,
-            job_id,
-            expected,
-            # A rollback that runs is better than a stopped job, whatever base_args named it.
-            self.deployment.job_name if purpose == "rescale" else None,
-            deadline=time.monotonic() + self.start_timeout_s,
-            poll_s=self.poll_s,
-            mismatch_final_after=self.verify_window_s,
-        )
+        # A rollback that runs is better than a stopped job, whatever base_args named it.
+        name = self.deployment.job_name if purpose == "rescale" else None
+        deadline = time.monotonic() + self.start_timeout_s
+        if self.deployment.parallelism_args:
+            wait = wait_running(self.client, job_id, expected, name, deadline, self.poll_s, self.verify_window_s)
+        else:
+            wait = self._set_parallelism(job_id, expected, name, deadline)
         if wait.reason is not None:
             problem = cancel_quietly(self.client, job_id)
             submission["error"] = wait.reason + (f"; {problem}" if problem else f"; job {job_id} was cancelled")
@@ -171,6 +173,26 @@ class SavepointSteps:
             new_job_id=job_id,
             downtime_s=downtime,
         )
+
+    def _set_parallelism(self, job_id: str, expected: Mapping[str, int], name: str | None, deadline: float) -> Wait:
+        """Take a job that restarted unchanged to ``expected``, vertex by vertex (adaptive scheduler).
+
+        Idempotent: a resumed attempt puts the same requirements again.
+        """
+        try:
+            self.client.wait_all_running(job_id, timeout_s=max(deadline - time.monotonic(), 0.1), poll_s=self.poll_s)
+            details = self.client.job(job_id)
+        except FlinkError as exc:
+            return Wait(reason=str(exc))
+        vertex_ids = {v.name: v.id for v in details.vertices}
+        if set(vertex_ids) != set(expected):
+            return Wait(reason=f"job {job_id} has operators {sorted(vertex_ids)}, not {sorted(expected)}: its program changed")
+        try:
+            self.client.set_resource_requirements(job_id, {vertex_ids[n]: (1, p) for n, p in expected.items()})
+        except FlinkError as exc:
+            return Wait(reason=f"its parallelism could not be set through the adaptive scheduler: {exc}")
+        nudge = CheckpointNudge(self.client, job_id)
+        return wait_running(self.client, job_id, expected, name, deadline, self.poll_s, None, on_poll=nudge.poll)
 
     def _start_failed(self, purpose: str, reason: str) -> RescaleResult:
         last = self.state["submissions"][-1] if self.state["submissions"] else None
@@ -238,3 +260,29 @@ class SavepointSteps:
             self.state["result"] = result.to_dict()
             self.journal.save()
         return result
+
+
+def check_restartable_unchanged(client: FlinkRestClient, deployment: JobDeployment, jar_id: str, running: JobDetails) -> None:
+    """Before a job without ``parallelism_args`` is stopped: its program must still build the running job.
+
+    Such a job restarts from its own savepoint as it is (its SQL or arguments as configured now). When
+    they changed so that the job graph has other vertices (another query, other keys), the savepoint
+    would not restore it, and a rollback with the same program would fail the same way: refuse while
+    the job still runs. Vertex ids are the planner's hashes of the graph, stable across restarts of
+    the same program; Flink's plan endpoint builds the graph without running it.
+    """
+    try:
+        planned = client.planned_vertex_ids(jar_id, deployment.entry_class, program_args(deployment, {}))
+    except FlinkError as exc:
+        raise InputError(
+            f"job {deployment.job_name}", f"its program's job graph could not be built to check it before the restart: {exc}"
+        ) from None
+    have = {v.id: v.name for v in running.vertices}
+    if planned != set(have):
+        gone = sorted(name for vid, name in have.items() if vid not in planned)
+        raise InputError(
+            f"job {deployment.job_name}",
+            f"its program (jar, arguments or SQL as configured now) no longer builds the running job: operator(s) "
+            f"{gone} would not be restored from its savepoint, so it was not stopped. Restart it yourself from a "
+            f"savepoint (allowing non-restored state if that is intended); the autoscaler then takes over the new job.",
+        )

@@ -25,12 +25,13 @@ from autoscaler.rescale.checks import (
     check_target,
     check_timeout,
     job_summary,
+    require_adaptive,
     savepoint_failure_cause,
     validate_against_job,
 )
 from autoscaler.rescale.journal import JOURNAL_VERSION, open_journal, seconds_since, time_mark, utcnow
 from autoscaler.rescale.recovery import latest_checkpoint, savepoint_from_history, savepoint_written
-from autoscaler.rescale.restart import SavepointSteps
+from autoscaler.rescale.restart import SavepointSteps, check_restartable_unchanged
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.store.schemas import FAILED, NOOP
 
@@ -148,11 +149,19 @@ class _SavepointRescale(SavepointSteps):
     def begin(self, action_id: str, target: dict[str, int]) -> RescaleResult:
         job = self.client.running_job(self.deployment.job_name)
         details = self.client.job(job.id)
-        validate_against_job(details, target, self.deployment.parallelism_args)
+        flags = self.deployment.parallelism_args
+        validate_against_job(details, target, flags or None)
         old = details.parallelism
-        mapped_old = {name: old[name] for name in self.deployment.parallelism_args}
+        mapped_old = {name: old[name] for name in flags}
         # Before the stop: a missing jar must not be found out while the job is down.
         jar_id = resolve_jar(self.client, self.deployment) if {**old, **target} != old else None
+        if jar_id is not None and not flags:
+            require_adaptive(
+                self.client, job.id, self.deployment.job_name, "a savepoint-restart of a job without parallelism_args",
+                "give the job parallelism_args (program flags that set each operator's parallelism), or rescale in place "
+                "on an adaptive cluster",
+            )  # fmt: skip
+            check_restartable_unchanged(self.client, self.deployment, jar_id, details)
         self.journal.data = {
             "version": JOURNAL_VERSION,
             "action_id": action_id,
@@ -164,7 +173,7 @@ class _SavepointRescale(SavepointSteps):
             "old_parallelism": old,
             "expected": {**old, **target},
             "mapped_old": mapped_old,
-            "mapped_new": {**mapped_old, **target},
+            "mapped_new": {**mapped_old, **target} if flags else {},
             "jar_id": jar_id,
             "stop": None,
             "savepoint": None,
