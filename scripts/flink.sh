@@ -15,7 +15,11 @@
 #   scripts/flink.sh start-missing            start again the daemons of this instance that died
 #                                             (the fault tests kill one), with the same config
 #   scripts/flink.sh status                   exit 0 running, 3 stopped, 1 not answering
-#   scripts/flink.sh build-job                build build/ds2-testjob.jar (flink-job/build.sh)
+#   scripts/flink.sh build-job                build build/ds2-testjob.jar and build/ds2-sql-runner.jar
+#                                             (flink-job/build.sh)
+#   scripts/flink.sh submit-sql FILE [--parallelism N]
+#                                             submit a Flink SQL script as one job (SET 'pipeline.name'
+#                                             names it) through the SQL runner jar
 #
 # Environment: FLINK_REST_PORT (8081), FLINK_RPC_PORT (6123), FLINK_START_TIMEOUT (60 s),
 # FLINK_STOP_TIMEOUT (30 s), FLINK_SLOTS (8, task slots of the TaskManager), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own).
@@ -482,6 +486,14 @@ for x in jobs:
     )
 PY
   return 0
+}
+
+cmd_submit_sql() {
+  [ $# -ge 1 ] || die "usage: submit-sql FILE [--parallelism N]"
+  need_python
+  cmd_build_job
+  configured_ssl && die "submit-sql talks plain HTTP; this instance serves REST over TLS"
+  FLINK_REST_URL=$REST_URL PYTHONPATH=$ROOT/include "$PYTHON" -m autoscaler.flink.sql "$@"
 }
 
 cmd_build_job() {

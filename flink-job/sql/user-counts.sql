@@ -1,5 +1,8 @@
--- A Flink SQL job nobody here wrote a line of Java for: datagen -> a keyed GROUP BY -> blackhole.
--- Its operators are the planner's; the autoscaler scales it through Flink alone (no flags).
+-- A Flink SQL job with no line of Java of ours: datagen -> a keyed GROUP BY with state -> blackhole.
+-- Its operators are the planner's ("Source: clicks", "GroupAggregate -> Calc -> user_counts: Writer");
+-- the autoscaler scales it through Flink alone, with no flags (see README, "Registering a job").
+-- Each update is digested (SHA-512 of 128 KB) before it is written, so at 2,000 clicks/s one
+-- aggregate instance keeps up with about 1,300/s on these machines: the job starts short.
 SET 'pipeline.name' = 'ds2-sql-user-counts';
 
 CREATE TABLE clicks (
@@ -15,13 +18,12 @@ CREATE TABLE clicks (
 
 CREATE TABLE user_counts (
   user_id BIGINT,
-  clicks BIGINT,
-  digest STRING
+  clicks BIGINT
 ) WITH (
   'connector' = 'blackhole'
 );
 
 INSERT INTO user_counts
-SELECT user_id, COUNT(*) AS clicks, MAX(SHA256(url)) AS digest
-FROM clicks
-GROUP BY user_id;
+SELECT user_id, clicks
+FROM (SELECT user_id, COUNT(*) AS clicks, MAX(url) AS url FROM clicks GROUP BY user_id)
+WHERE CHAR_LENGTH(SHA512(REPEAT(url, 2000))) = 128;

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from autoscaler.errors import InputError
+from autoscaler.flink import sql
 from autoscaler.flink.deployment import JobDeployment
 from autoscaler.rescale.in_place import rescale_in_place
 from autoscaler.rescale.savepoint import rescale_with_savepoint
 from autoscaler.store.schemas import SUCCEEDED
-from tests.integration.conftest import TESTJOB_JAR, FlinkCluster, wait_running
+from tests.integration.conftest import FlinkCluster, wait_running
 
 pytestmark = pytest.mark.flink
-RUNNER = "ds2.sqlrunner.SqlRunner"
 NAME = "ds2-sql-counts"
 # A keyed GROUP BY with state; the print sink lets the test read the counts on (few keys, a low rate).
 SQL = f"""
@@ -38,9 +38,9 @@ AGGREGATE = "GroupAggregate -> Sink: counts"
 PRINTED = re.compile(r"counts(?::\d+)?> \+[IU]\[(\d+), (\d+)\]")
 
 
-def deployment(cluster: FlinkCluster, sql: str = SQL) -> JobDeployment:
-    return JobDeployment(job_name=NAME, savepoint_dir=cluster.savepoint_dir, jar_path=TESTJOB_JAR,
-                         entry_class=RUNNER, base_args=["--sql", sql])  # fmt: skip
+def deployment(cluster: FlinkCluster, script: str = SQL) -> JobDeployment:
+    return JobDeployment(job_name=NAME, savepoint_dir=cluster.savepoint_dir, jar_path=sql.RUNNER_JAR,
+                         entry_class=sql.RUNNER_CLASS, base_args=sql.runner_args(script))  # fmt: skip
 
 
 def printed_counts(cluster: FlinkCluster) -> list[tuple[int, int]]:
@@ -74,7 +74,7 @@ def assert_counts_went_on(before: list[tuple[int, int]], after: list[tuple[int, 
 @pytest.fixture
 def sql_job(flink_adaptive: FlinkCluster) -> Iterator[FlinkCluster]:
     flink_adaptive.cancel_all()
-    job_id = flink_adaptive.client.run_jar(flink_adaptive.client.upload_jar(TESTJOB_JAR), RUNNER, ["--sql", SQL])
+    job_id = sql.submit(flink_adaptive.client, SQL)
     details = wait_running(flink_adaptive.client, job_id)
     assert details.parallelism == {"Source: clicks -> Calc": 1, AGGREGATE: 1}  # the planner's operators
     yield flink_adaptive
@@ -91,13 +91,13 @@ def test_a_sql_job_without_flags_rescales_by_savepoint_and_in_place_keeping_its_
     assert details.parallelism[AGGREGATE] == 3 and details.parallelism["Source: clicks -> Calc"] == 1
     assert client.checkpoints(up.new_flink_job_id)["latest"]["restored"]  # from the savepoint, then the rescale's checkpoint
     after = wait_for_counts(sql_job, len(before) + 20)
-    assert_counts_went_on(before, after[len(before):])
+    assert_counts_went_on(before, after[len(before) :])
 
     down = rescale_in_place(client, NAME, {AGGREGATE: 1}, "sql-down", journal, timeout_s=60)
     assert down.outcome == SUCCEEDED, down.message
     assert down.new_flink_job_id in (None, up.new_flink_job_id) and client.job(up.new_flink_job_id).parallelism[AGGREGATE] == 1
     later = wait_for_counts(sql_job, len(after) + 20)
-    assert_counts_went_on(after, later[len(after):])
+    assert_counts_went_on(after, later[len(after) :])
 
 
 def test_a_changed_query_is_refused_before_the_job_is_stopped(sql_job, tmp_path):
@@ -109,7 +109,7 @@ def test_a_changed_query_is_refused_before_the_job_is_stopped(sql_job, tmp_path)
 
 
 def test_a_job_without_flags_on_the_default_scheduler_is_refused_before_it_is_stopped(clean_flink, tmp_path):
-    job_id = clean_flink.client.run_jar(clean_flink.client.upload_jar(TESTJOB_JAR), RUNNER, ["--sql", SQL])
+    job_id = sql.submit(clean_flink.client, SQL)
     wait_running(clean_flink.client, job_id)
     with pytest.raises(InputError, match="needs the adaptive scheduler"):
         rescale_with_savepoint(clean_flink.client, deployment(clean_flink), {AGGREGATE: 2}, "sql-default", tmp_path / "j")

@@ -129,3 +129,40 @@ def test_two_registrations_of_one_flink_job_are_a_config_error():
 def test_an_excluded_period_must_be_a_daily_window(period):
     with pytest.raises(InputError, match="excluded_periods:"):
         one(excluded_periods=[period])
+
+
+def sql_job(sql_path, **changes):
+    entry = {"name": "counts", "flink_job_name": "ds2-sql-user-counts", "sql_file": str(sql_path), **changes}
+    return parse_jobs({"jobs": [entry]}, "jobs.yaml")[0]
+
+
+def test_a_sql_job_needs_no_flags():
+    """The shipped SQL script runs on the SQL runner jar with its text as the argument; no flags."""
+    from autoscaler.flink import sql
+
+    job = sql_job("flink-job/sql/user-counts.sql")
+    assert job.deployment.parallelism_args == {} and job.deployment.entry_class == sql.RUNNER_CLASS
+    assert job.deployment.jar_path == sql.RUNNER_JAR and job.deployment.base_args[0] == "--sql"
+    assert "GROUP BY user_id" in job.deployment.base_args[1]
+
+
+def test_a_sql_job_is_checked(tmp_path):
+    script = tmp_path / "q.sql"
+    script.write_text("SET 'pipeline.name' = 'other';\nINSERT INTO t SELECT 1;\n")
+    with pytest.raises(InputError, match=r"the script names its job 'other'.*but flink_job_name is 'ds2-sql-user-counts'"):
+        sql_job(script)
+    with pytest.raises(InputError, match=r"job 'counts': parallelism_args: a job given by sql_file runs the SQL runner"):
+        sql_job("flink-job/sql/user-counts.sql", parallelism_args={"Count": "--count"})
+    with pytest.raises(InputError, match=r"sql_file: .*missing.sql: the SQL script cannot be read"):
+        sql_job(tmp_path / "missing.sql")
+    script.write_text("SET 'pipeline.name' = 'ds2-sql-user-counts';\nSELECT 1;\n")
+    with pytest.raises(InputError, match="no INSERT INTO statement"):
+        sql_job(script)
+
+
+def test_planner_node_numbers_are_not_part_of_an_operators_name():
+    from autoscaler.flink.models import stable_vertex_names
+
+    assert stable_vertex_names(["Source: clicks[1] -> Calc[2]", "GroupAggregate[4] -> Sink: counts[5]", "Count"]) == [
+        "Source: clicks -> Calc", "GroupAggregate -> Sink: counts", "Count"]  # fmt: skip
+    assert stable_vertex_names(["Calc[3]", "Calc[7]"]) == ["Calc", "Calc #2"]

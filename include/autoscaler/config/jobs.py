@@ -26,6 +26,7 @@ from autoscaler.config import options as opt
 from autoscaler.config.fields import Fields
 from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
+from autoscaler.flink import sql
 from autoscaler.flink.deployment import JobDeployment
 from autoscaler.store.parquet import validate_job_name
 
@@ -219,6 +220,23 @@ def _path(value: str) -> Path:
     return path if path.is_absolute() else PROJECT_ROOT / path
 
 
+def _sql_program(f: Fields, sql_file: str, flink_job_name: str) -> dict[str, Any]:
+    """A job given as a SQL script: the SQL runner jar with the script's text, and no flags."""
+    for key in ("jar", "jar_id", "entry_class", "base_args", "parallelism_args"):
+        if key in f.data:
+            raise f.error(key, "a job given by sql_file runs the SQL runner jar with its script: remove it")
+    try:
+        script = sql.read_script(_path(sql_file))
+    except InputError as exc:
+        raise f.error("sql_file", f"{exc.source}: {exc.problem}") from None
+    named = sql.pipeline_name(script)
+    if named != flink_job_name:
+        raise f.error("sql_file", f"the script names its job {named!r} (SET 'pipeline.name'), but flink_job_name is "
+                                  f"{flink_job_name!r}: the autoscaler finds the job by that name")  # fmt: skip
+    return {"parallelism_args": {}, "base_args": sql.runner_args(script), "jar_path": sql.RUNNER_JAR,
+            "jar_id": None, "entry_class": sql.RUNNER_CLASS}  # fmt: skip
+
+
 def _savepoint_dir(value: str) -> str:
     """A URI (file://, s3://, ...) as given; a path made absolute against the project root."""
     return value if "://" in value else str(_path(value))
@@ -276,16 +294,17 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
     mechanism = f.option(opt.MECHANISM)
     jar = f.text("jar")
     jar_id = f.text("jar_id")
+    program = {"parallelism_args": f.mapping("parallelism_args"), "base_args": f.strings("base_args"),
+               "jar_path": _path(jar) if jar else None, "jar_id": jar_id, "entry_class": f.text("entry_class")}  # fmt: skip
+    sql_file = f.text("sql_file")
+    if sql_file is not None:
+        program = _sql_program(f, sql_file, flink_job_name)
     try:
         deployment = JobDeployment(
             job_name=flink_job_name,
             savepoint_dir=_savepoint_dir(f.text("savepoint_dir", str(data_dir() / "savepoints"))),
-            parallelism_args=f.mapping("parallelism_args"),
-            base_args=f.strings("base_args"),
-            jar_path=_path(jar) if jar else None,
-            jar_id=jar_id,
-            entry_class=f.text("entry_class"),
             allow_non_restored_state=f.boolean("allow_non_restored_state", False),
+            **program,
         )
     except InputError as exc:
         raise InputError(where, f"deployment: {exc.problem}") from None

@@ -155,7 +155,11 @@ def resolve_jar(client: FlinkRestClient, deployment: JobDeployment) -> str:
     """
     if deployment.jar_id is not None:
         return deployment.jar_id
-    path = Path(deployment.jar_path)  # type: ignore[arg-type]  # __post_init__: exactly one is set
+    return pinned_upload(client, Path(deployment.jar_path))  # type: ignore[arg-type]  # exactly one is set
+
+
+def pinned_upload(client: FlinkRestClient, path: Path) -> str:
+    """The id of this project's upload of the jar at ``path`` with its content now (see :func:`resolve_jar`)."""
     if not path.is_file():
         raise InputError(str(path), "the job's jar does not exist")
     digest, record_path = _sha256(path), uploads_record(path)
