@@ -114,3 +114,27 @@ def test_a_job_without_flags_on_the_default_scheduler_is_refused_before_it_is_st
     with pytest.raises(InputError, match="needs the adaptive scheduler"):
         rescale_with_savepoint(clean_flink.client, deployment(clean_flink), {AGGREGATE: 2}, "sql-default", tmp_path / "j")
     assert clean_flink.client.running_job(NAME).id == job_id
+
+
+def test_what_flink_honours_on_a_restore_overrides_no_per_vertex_requirements_yes(sql_job, tmp_path):
+    """The evidence for the design: FLINK-38770 holds on this cluster for a restore from a savepoint,
+    through the jar-run request's configuration and through SQL SET alike; the adaptive scheduler's
+    per-vertex requirements take effect. (Should a Flink release honour the overrides, this fails and
+    the restart can pass them instead.)"""
+    client = sql_job.client
+    jar = client.upload_jar(sql.RUNNER_JAR)
+    job = client.running_job(NAME)
+    aggregate = client.job(job.id).vertex(AGGREGATE).id
+    overrides = {"pipeline.jobvertex-parallelism-overrides": f"{aggregate}:3"}
+
+    def stop(job_id: str) -> str:
+        request = client.stop_with_savepoint(job_id, sql_job.savepoint_dir)
+        return client.wait_operation(lambda: client.savepoint_status(job_id, request), 60).location
+
+    by_config = client.run_jar(jar, sql.RUNNER_CLASS, ["--sql", SQL], savepoint_path=stop(job.id), flink_configuration=overrides)
+    assert wait_running(client, by_config).parallelism[AGGREGATE] == 1
+    set_first = f"SET 'pipeline.jobvertex-parallelism-overrides' = '{aggregate}:3';\n{SQL}"
+    by_set = client.run_jar(jar, sql.RUNNER_CLASS, ["--sql", set_first], savepoint_path=stop(by_config))
+    details = wait_running(client, by_set)
+    assert details.parallelism[AGGREGATE] == 1 and details.vertex(AGGREGATE).id == aggregate  # same plan, same ids
+    assert client.checkpoints(by_set)["latest"]["restored"]["is_savepoint"]
