@@ -218,7 +218,8 @@ def run_side_by_side(
                     finished = row.outcome or row.verdict == "quarantined"
                     if finished and (policy, row.epoch) not in seen:
                         seen.add((policy, row.epoch))
-                        print(f"{policy:<12}" + loop_report.table([row], OPERATORS).splitlines()[-1], flush=True)
+                        done_of = f"[{len(seen)}/{len(epochs) * len(jobs)}]"  # how far the scenario is
+                        print(f"{done_of:>9} {policy:<12}" + loop_report.table([row], OPERATORS).splitlines()[-1], flush=True)
                 done = done and all((policy, e) in seen for e in epochs)
             if time.time() >= end and done:
                 break
