@@ -22,7 +22,9 @@
 #                                             names it) through the SQL runner jar
 #
 # Environment: FLINK_REST_PORT (8081), FLINK_RPC_PORT (6123), FLINK_START_TIMEOUT (60 s),
-# FLINK_STOP_TIMEOUT (30 s), FLINK_SLOTS (8, task slots of the TaskManager), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own).
+# FLINK_STOP_TIMEOUT (30 s), FLINK_SLOTS (8, task slots per TaskManager), FLINK_TASKMANAGERS (1; the cluster
+# mode runs 2: a job spreads over them, and savepoints and checkpoints are in FLINK_DATA_DIR, which every
+# process reaches, as a shared volume would be), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own).
 # An instance keeps everything in FLINK_DATA_DIR: its config (conf/), logs (log/), uploaded jars,
 # savepoints, checkpoints, pid files and the daemons' temp folder. The distribution is shared.
 set -euo pipefail
@@ -47,6 +49,7 @@ RPC_PORT=${FLINK_RPC_PORT:-6123}
 START_TIMEOUT=${FLINK_START_TIMEOUT:-60}
 STOP_TIMEOUT=${FLINK_STOP_TIMEOUT:-30}
 SLOTS=${FLINK_SLOTS:-8}
+TASKMANAGERS=${FLINK_TASKMANAGERS:-1}
 SSL_DIR=$DATA_DIR/ssl
 
 configured_ssl() {
@@ -64,7 +67,8 @@ FLINK_ENV=(env -u FLINK_LIB_DIR -u FLINK_PLUGINS_DIR -u FLINK_OPT_DIR
   -u FLINK_ENV_JAVA_OPTS -u FLINK_ENV_JAVA_OPTS_JM -u FLINK_ENV_JAVA_OPTS_TM -u FLINK_IDENT_STRING
   "FLINK_CONF_DIR=$CONF_DIR" "FLINK_LOG_DIR=$LOG_DIR" "FLINK_PID_DIR=$PID_DIR")
 
-check_uints REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT SLOTS
+check_uints REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT SLOTS TASKMANAGERS
+[ "$TASKMANAGERS" -ge 1 ] || die "FLINK_TASKMANAGERS must be at least 1, got $TASKMANAGERS"
 
 java_cmd() {
   if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
@@ -327,18 +331,18 @@ wait_ready() {
   while :; do
     if body=$(rest_get /overview 2>/dev/null); then
       read -r total _available < <(overview_slots <<<"$body")
-      if [ "${total:-0}" -ge "$SLOTS" ]; then
+      if [ "${total:-0}" -ge $((SLOTS * TASKMANAGERS)) ]; then
         return 0
       fi
     fi
     if [ "$(our_daemons | grep -c ' standalonesession$')" -eq 0 ] ||
-      [ "$(our_daemons | grep -c ' taskexecutor$')" -eq 0 ]; then
+      [ "$(our_daemons | grep -c ' taskexecutor$')" -lt "$TASKMANAGERS" ]; then
       log_tail
       die "a Flink daemon exited during start-up (logs above; all logs in $LOG_DIR)"
     fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
       log_tail
-      die "Flink did not offer $SLOTS slots on $REST_URL within $START_TIMEOUT s (logs above; all logs in $LOG_DIR); 'scripts/flink.sh down' stops what was started"
+      die "Flink did not offer $((SLOTS * TASKMANAGERS)) slots on $REST_URL within $START_TIMEOUT s (logs above; all logs in $LOG_DIR); 'scripts/flink.sh down' stops what was started"
     fi
     sleep 0.5
   done
@@ -387,9 +391,12 @@ cmd_up() {
   local t0
   t0=$(now_ms)
   "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/jobmanager.sh" start >/dev/null
-  "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null
+  local i
+  for ((i = 0; i < TASKMANAGERS; i++)); do
+    "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null
+  done
   wait_ready
-  log "Flink up at $REST_URL in $(secs_since "$t0") s ($(mode_name configured_adaptive) scheduler; pids $(our_pids | tr "\n" " " | sed "s/ $//") in $PID_DIR)"
+  log "Flink up at $REST_URL in $(secs_since "$t0") s ($(mode_name configured_adaptive) scheduler, $TASKMANAGERS TaskManager(s) x $SLOTS slots; pids $(our_pids | tr "\n" " " | sed "s/ $//") in $PID_DIR)"
 }
 
 # The daemons' temp folder (io.tmp.dirs, java.io.tmpdir): only ever used by our daemons.
@@ -438,10 +445,13 @@ cmd_start_missing() {
     "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/jobmanager.sh" start >/dev/null
     started+=(jobmanager)
   fi
-  if [ "$(our_daemons | grep -c ' taskexecutor$')" -eq 0 ]; then
+  local have_tms
+  have_tms=$(our_daemons | grep -c ' taskexecutor$' || true)
+  while [ "$have_tms" -lt "$TASKMANAGERS" ]; do
     "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null
     started+=(taskmanager)
-  fi
+    have_tms=$((have_tms + 1))
+  done
   wait_ready
   log "started ${started[*]:-nothing (all running)}; up at $REST_URL"
 }
