@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 from tests.helpers import free_port, poll
 from tests.integration.conftest import FLINK_SH, TESTJOB_JAR, wait_running
 
-pytestmark = [pytest.mark.flink, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.faults]  # kills a process: make test-faults
 
 
 def taskmanager_pids(data_dir: Path) -> list[int]:
