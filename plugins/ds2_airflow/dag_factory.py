@@ -41,7 +41,8 @@ EPOCH_END = "{{ ds2_epoch_start(ds2_epoch(data_interval_end or dag_run.run_after
 
 
 def _doc(job: JobConfig) -> str:
-    ops = ", ".join(f"`{name}` ({flag})" for name, flag in job.deployment.parallelism_args.items())
+    flags = job.deployment.parallelism_args
+    ops = ", ".join(f"`{name}` ({flag})" for name, flag in flags.items()) or "every operator, set through Flink (no flags)"
     approval = (
         f"required ({', '.join(job.approval.approvers) or 'any user'}; on timeout after {job.approval.timeout}: "
         f"{job.approval.on_timeout})"

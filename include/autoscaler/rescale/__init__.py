@@ -2,9 +2,10 @@
 
 Two mechanisms:
 
-- :func:`rescale_with_savepoint` (any scheduler): stop-with-savepoint, then run the job's jar
-  from that savepoint with the new per-operator parallelism in its program arguments (Flink 2.3
-  ignores ``pipeline.jobvertex-parallelism-overrides``). The job gets a new job id.
+- :func:`rescale_with_savepoint`: stop-with-savepoint, then run the job's jar from that
+  savepoint with the new per-operator parallelism in its program arguments (any scheduler), or, for
+  a job without such flags (a SQL job), unchanged and then set vertex by vertex through the adaptive
+  scheduler (Flink 2.3 ignores ``pipeline.jobvertex-parallelism-overrides``). A new job id.
 - :func:`rescale_in_place` (adaptive scheduler only): ``PUT /jobs/:id/resource-requirements``
   plus a manual FULL checkpoint so the change applies at once. Same job id.
 
