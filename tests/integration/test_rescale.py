@@ -150,7 +150,7 @@ def test_program_args_render_base_args_then_flags(tmp_path):
     [
         ({"parallelism_args": {"Count": "count-parallelism"}}, "must look like '--name'"),
         ({"parallelism_args": {"Count": "--p", "Parse": "--p"}}, "used for both"),
-        ({"parallelism_args": {}}, "at least one operator"),
+        ({"parallelism_args": ["--count-parallelism"]}, "must map operator names to program-argument flags"),
         ({"base_args": ["--count-parallelism", "2"]}, "parallelism_args controls"),
         ({"jar_id": "x_y.jar"}, "exactly one of jar_path"),
         ({"jar_path": None}, "exactly one of jar_path"),
