@@ -27,3 +27,14 @@ def test_a_script_is_read_whole_and_must_insert(tmp_path):
 def test_submitting_a_script_without_a_job_name_is_refused_before_anything_is_sent():
     with pytest.raises(InputError, match="it must name its job"):
         sql.submit(None, "INSERT INTO t SELECT 1;")  # type: ignore[arg-type]  # never reached
+
+
+def test_submit_sql_names_a_bad_file_in_one_line_and_exits_1(tmp_path, capsys):
+    assert sql.main([str(tmp_path / "missing.sql")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("submit-sql: error: ") and "missing.sql: the SQL script cannot be read" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+    script = tmp_path / "job.sql"
+    script.write_text("SET 'pipeline.name' = 'j';\nINSERT INTO t SELECT 1;\n")
+    assert sql.main([str(script), "--parallelism", "0"]) == 1
+    assert "--parallelism: must be >= 1, got 0" in capsys.readouterr().err

@@ -101,7 +101,6 @@ def collect_epoch_metrics(
         # The epoch's boundary when it was never taken; a measured end otherwise (the boundary, taken
         # on time, stays unused: the next epoch starts where this window ends).
         save_snapshot(current, end_path if boundary is not None else boundary_path)
-    assert previous is not None
     rows = window_metrics(previous, current, job, epoch)
     write_epochs(store_root, METRICS, job, rows)
     write_topology_csv(current.topology(), topology_path(store_root, job), source="Flink job graph")

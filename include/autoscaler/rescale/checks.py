@@ -254,3 +254,14 @@ class CheckpointNudge:
         except FlinkError as exc:
             self.problem = f"the checkpoint that applies the change could not be triggered: {exc}"
             self.request_id, self.next_at = None, now + self.interval_s
+
+
+def await_requirements(
+    client: FlinkRestClient, job_id: str, parallelism: Mapping[str, int], job_name: str | None, deadline: float, poll_s: float
+) -> tuple[Wait, CheckpointNudge]:
+    """After a change of the job's resource requirements: wait until all its tasks run at ``parallelism``,
+    nudging the adaptive scheduler with checkpoints. The old parallelism runs until the scheduler restarts
+    the job, so a mismatch is never final before ``deadline``."""
+    nudge = CheckpointNudge(client, job_id)
+    wait = wait_running(client, job_id, parallelism, job_name, deadline, poll_s, None, on_poll=nudge.poll)
+    return wait, nudge

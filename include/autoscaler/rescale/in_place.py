@@ -17,12 +17,12 @@ from autoscaler.flink.models import ENDED_STATES
 from autoscaler.rescale.checks import (
     CheckpointNudge,
     Wait,
+    await_requirements,
     check_target,
     check_timeout,
     job_summary,
     require_adaptive,
     validate_against_job,
-    wait_running,
 )
 from autoscaler.rescale.journal import JOURNAL_VERSION, Journal, open_journal, seconds_since, time_mark, utcnow
 from autoscaler.rescale.result import RescaleResult
@@ -122,19 +122,8 @@ class _InPlaceRescale:
         return {self.state["vertex_ids"][name]: (1, p) for name, p in parallelism.items()}
 
     def _wait_at(self, parallelism: Mapping[str, int]) -> tuple[Wait, CheckpointNudge]:
-        """Wait for the job to run all tasks at ``parallelism``, nudging the scheduler with checkpoints."""
-        checkpoint = CheckpointNudge(self.client, self.state["job_id"])
-        wait = wait_running(
-            self.client,
-            self.state["job_id"],
-            parallelism,
-            self.job_name,
-            deadline=time.monotonic() + self.timeout_s,
-            poll_s=self.poll_s,
-            mismatch_final_after=None,
-            on_poll=checkpoint.poll,
-        )
-        return wait, checkpoint
+        deadline = time.monotonic() + self.timeout_s
+        return await_requirements(self.client, self.state["job_id"], parallelism, self.job_name, deadline, self.poll_s)
 
     def _apply(self) -> RescaleResult:
         if self.state["put"] is None:

@@ -23,7 +23,7 @@ from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, program_args, resolve_jar
 from autoscaler.flink.models import ACTIVE_STATES, JobDetails
-from autoscaler.rescale.checks import CheckpointNudge, Wait, cancel_quietly, wait_running
+from autoscaler.rescale.checks import Wait, await_requirements, cancel_quietly, wait_running
 from autoscaler.rescale.journal import Journal, seconds_since, utcnow
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.store.schemas import FAILED, ROLLED_BACK, SUCCEEDED
@@ -191,8 +191,7 @@ class SavepointSteps:
             self.client.set_resource_requirements(job_id, {vertex_ids[n]: (1, p) for n, p in expected.items()})
         except FlinkError as exc:
             return Wait(reason=f"its parallelism could not be set through the adaptive scheduler: {exc}")
-        nudge = CheckpointNudge(self.client, job_id)
-        return wait_running(self.client, job_id, expected, name, deadline, self.poll_s, None, on_poll=nudge.poll)
+        return await_requirements(self.client, job_id, expected, name, deadline, self.poll_s)[0]
 
     def _start_failed(self, purpose: str, reason: str) -> RescaleResult:
         last = self.state["submissions"][-1] if self.state["submissions"] else None
