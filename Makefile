@@ -6,7 +6,7 @@ EXAMPLE := examples/ds2-wordcount
 
 .PHONY: setup demo demo-ui offline test test-faults test-fast lint bench bench-dag lab clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
-	prometheus-up prometheus-down prometheus-status
+	prometheus-up prometheus-down prometheus-status cluster-up cluster-status cluster-down cluster-test
 
 setup:
 	@scripts/bootstrap.sh
@@ -31,7 +31,7 @@ down:
 ## Everything CI runs: lint, unit tests, Spark tests.
 test: setup
 	$(VENV)/bin/ruff check .
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster"
 
 ## Fault injection on real Flink and Airflow: processes killed by pid mid-rescale (~6 min).
 test-faults: setup
@@ -101,3 +101,17 @@ prometheus-down:
 	scripts/prometheus.sh down
 prometheus-status:
 	scripts/prometheus.sh status
+
+## The cluster mode (docs/deploy.md): Airflow with the CeleryExecutor (2 workers, Redis broker), a Spark standalone
+## master with 2 workers, Flink with 2 TaskManagers, PostgreSQL; loopback only, secrets generated per install, data/cluster.
+cluster-up: setup
+	@scripts/flink.sh build-job
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/ds2_cluster.py up
+cluster-status: setup
+	@$(PY) scripts/ds2_cluster.py status
+cluster-down: setup
+	$(PY) scripts/ds2_cluster.py down
+## The cluster mode end to end, with faults injected while work is in flight (~15 min; its own cluster in a temp folder).
+cluster-test: setup
+	@scripts/flink.sh build-job
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m cluster tests/cluster

@@ -30,6 +30,8 @@ check_secret AIRFLOW_ADMIN_PASSWORD 8
 [[ -n ${AIRFLOW_ADMIN_USERNAME:-} ]] || die "AIRFLOW_ADMIN_USERNAME is empty"
 [[ ${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:?} != *":$placeholder@"* ]] ||
   die "POSTGRES_PASSWORD is still the placeholder '$placeholder': set a real value in .env (docs/deploy.md)"
+[[ ${AIRFLOW__CELERY__BROKER_URL:?} != *":$placeholder@"* ]] ||
+  die "REDIS_PASSWORD is still the placeholder '$placeholder': set a real value in .env (docs/deploy.md)"
 python -c 'import os; from cryptography.fernet import Fernet; Fernet(os.environ["AIRFLOW__CORE__FERNET_KEY"])' 2>/dev/null ||
   die "AIRFLOW__CORE__FERNET_KEY is not a Fernet key (32 url-safe base64-encoded bytes); docs/deploy.md shows how to make one"
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# A local Apache Airflow 3.3 (PostgreSQL, LocalExecutor, loopback only) for development, the demo
-# and integration tests: api-server, scheduler, dag-processor and triggerer as separate processes.
+# A local Apache Airflow 3.3 (PostgreSQL, loopback only) for development, the demo and integration
+# tests: api-server, scheduler, dag-processor and triggerer as separate processes, with the
+# LocalExecutor; or, with AIRFLOW_EXECUTOR=CeleryExecutor (the cluster mode), Celery workers as
+# further processes on the project's Redis broker (scripts/redis.sh), with the settings of
+# conf/airflow/celery.env, the file the compose deployment reads too.
 #
 #   scripts/airflow.sh up        start the project's PostgreSQL (scripts/postgres.sh up) and create
 #                                this instance's database, migrate it, run ds2_airflow.bootstrap (when
@@ -16,7 +19,9 @@
 # their own), PG_DATA_DIR (data/postgres: the PostgreSQL server holding the metadata DB, one
 # database per AIRFLOW_HOME; several instances may share a server; 'down' leaves it running,
 # 'scripts/postgres.sh down' stops it), AIRFLOW_PORT (8080), AIRFLOW_DAGS_FOLDER (dags/), AIRFLOW_PLUGINS_FOLDER (plugins/),
-# AIRFLOW_PARALLELISM (4), AIRFLOW_ALL_ADMINS (0; 1: no login, everyone is admin, as headless
+# AIRFLOW_PARALLELISM (4), AIRFLOW_EXECUTOR (LocalExecutor or CeleryExecutor), AIRFLOW_CELERY_WORKERS (2:
+# the Celery workers, celery-worker-1..N), REDIS_DATA_DIR (data/redis: the broker, started by 'up' with
+# the CeleryExecutor, left running by 'down' as PostgreSQL is), AIRFLOW_ALL_ADMINS (0; 1: no login, everyone is admin, as headless
 # screenshots need), AIRFLOW_START_TIMEOUT (120 s), AIRFLOW_STOP_TIMEOUT (30 s), FLINK_REST_PORT
 # (8081, for the default flink_default connection). User: admin, its password generated per instance
 # (shown once by 'up', kept in AIRFLOW_HOME/admin-password; AIRFLOW_ADMIN_PASSWORD sets it), and
@@ -33,6 +38,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV_BIN=$ROOT/.venv/bin
 AIRFLOW=$VENV_BIN/airflow
 POSTGRES_SH=$ROOT/scripts/postgres.sh
+REDIS_SH=$ROOT/scripts/redis.sh
+CELERY_ENV=$ROOT/conf/airflow/celery.env
 
 HOME_DIR=$(realpath -m "${AIRFLOW_HOME:-$ROOT/data/airflow}")
 LOG_DIR=$HOME_DIR/logs
@@ -42,6 +49,8 @@ SECRETS=$HOME_DIR/ds2-secrets.env      # JWT, API and Fernet keys: shared by all
 PASSWORDS=$HOME_DIR/simple_auth_manager_passwords.json
 PG_DIR=$(realpath -m "${PG_DATA_DIR:-$ROOT/data/postgres}")
 export PG_DATA_DIR=$PG_DIR
+REDIS_DIR=$(realpath -m "${REDIS_DATA_DIR:-$ROOT/data/redis}")
+export REDIS_DATA_DIR=$REDIS_DIR
 
 PORT=${AIRFLOW_PORT:-8080}
 DAGS_FOLDER=${AIRFLOW_DAGS_FOLDER:-$ROOT/dags}
@@ -59,9 +68,22 @@ ADMIN_PASSWORD_FILE=$HOME_DIR/admin-password
 # generated password kept in USER_PASSWORDS_DIR/<name>: e.g. an approver and a colleague who is not.
 EXTRA_USERS=${AIRFLOW_USERS:-}
 USER_PASSWORDS_DIR=$HOME_DIR/user-passwords
-COMPONENTS=(api-server scheduler dag-processor triggerer)
+EXECUTOR=${AIRFLOW_EXECUTOR:-LocalExecutor}
+CELERY_WORKERS=${AIRFLOW_CELERY_WORKERS:-2}
 
-check_uints PORT PARALLELISM START_TIMEOUT STOP_TIMEOUT FLINK_PORT
+check_uints PORT PARALLELISM START_TIMEOUT STOP_TIMEOUT FLINK_PORT CELERY_WORKERS
+case $EXECUTOR in LocalExecutor | CeleryExecutor) ;; *) die "AIRFLOW_EXECUTOR must be LocalExecutor or CeleryExecutor, got '$EXECUTOR'" ;; esac
+[ "$CELERY_WORKERS" -ge 1 ] && [ "$CELERY_WORKERS" -le 16 ] || die "AIRFLOW_CELERY_WORKERS must be 1 to 16, got '$CELERY_WORKERS'"
+
+# The processes of an instance: the four services, and the Celery workers with the CeleryExecutor.
+set_components() { # $1 executor, $2 Celery workers
+  COMPONENTS=(api-server scheduler dag-processor triggerer)
+  if [ "$1" = CeleryExecutor ]; then
+    local i
+    for ((i = 1; i <= $2; i++)); do COMPONENTS+=("celery-worker-$i"); done
+  fi
+}
+set_components "$EXECUTOR" "$CELERY_WORKERS"
 case $ALL_ADMINS in 0 | 1) ;; *) die "AIRFLOW_ALL_ADMINS must be 0 or 1, got '$ALL_ADMINS'" ;; esac
 [[ -z $EXTRA_USERS || $EXTRA_USERS =~ ^[a-z][a-z0-9_-]{0,31}:(viewer|user|op|admin)(,[a-z][a-z0-9_-]{0,31}:(viewer|user|op|admin))*$ ]] ||
   die "AIRFLOW_USERS must be name:role,... (names: lowercase letters, digits, _ or -; roles: viewer, user, op, admin), got '$EXTRA_USERS'"
@@ -122,12 +144,23 @@ write_instance_env() {
     [AIRFLOW_CONN_FLINK_DEFAULT]="{\"conn_type\":\"flink\",\"host\":\"127.0.0.1\",\"port\":$FLINK_PORT}"
     [AIRFLOW_CONN_SPARK_DS2]='{"conn_type":"spark","host":"local[*]"}'
   )
+  if [ "$EXECUTOR" = CeleryExecutor ]; then
+    # The deployment's Celery settings (the compose file reads the same file); a caller's value wins.
+    while IFS= read -r line; do
+      [[ $line =~ ^AIRFLOW__[A-Z0-9_]+= ]] && defaults[${line%%=*}]=${line#*=}
+    done <"$CELERY_ENV"
+  fi
   for k in "${!defaults[@]}"; do
     [ -n "${vals[$k]+set}" ] || vals[$k]=${defaults[$k]}
   done
   # ... and the settings that define the instance, always ours (a caller's value is ignored).
   local base=http://127.0.0.1:$PORT
-  vals[AIRFLOW__CORE__EXECUTOR]=LocalExecutor
+  vals[AIRFLOW__CORE__EXECUTOR]=$EXECUTOR
+  if [ "$EXECUTOR" = CeleryExecutor ]; then
+    vals[AIRFLOW__CELERY__BROKER_URL]=$("$REDIS_SH" url) || die "no broker: scripts/redis.sh url failed"
+    vals[AIRFLOW_CELERY_WORKERS]=$CELERY_WORKERS
+    vals[REDIS_DATA_DIR]=$REDIS_DIR
+  fi
   # PostgreSQL, not SQLite: SQLite cannot serve backfill creation while the scheduler writes
   # ("Database is locked ... Please use PostgreSQL or MySQL").
   vals[AIRFLOW__DATABASE__SQL_ALCHEMY_CONN]=$("$POSTGRES_SH" url "$DB_NAME") || die "could not create the metadata database $DB_NAME"
@@ -205,6 +238,10 @@ load_instance_env() {
   source "$INSTANCE_ENV"
   PORT=$AIRFLOW__API__PORT
   BASE_URL=$AIRFLOW__API__BASE_URL
+  # What the instance was started with, whatever the caller's environment says now.
+  EXECUTOR=$AIRFLOW__CORE__EXECUTOR
+  CELERY_WORKERS=${AIRFLOW_CELERY_WORKERS:-$CELERY_WORKERS}
+  set_components "$EXECUTOR" "$CELERY_WORKERS"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -212,9 +249,40 @@ load_instance_env() {
 
 component_pid() { live_pid "$PID_DIR/$1.pid"; }
 
-our_daemons() { component_pids; } # "<pid> <component>" per running component
+# "<pid> <component>" per running process of this instance: every pid file, so that 'down' also stops
+# the Celery workers of an instance whose caller did not say which executor it runs.
+our_daemons() {
+  local f pid
+  for f in "$PID_DIR"/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(live_pid "$f")
+    [ -n "$pid" ] && echo "$pid $(basename "$f" .pid)"
+  done
+  return 0
+}
 
 running_count() { our_daemons | wc -l; }
+
+# Every Celery worker of the instance answers a ping over the broker; prints those that do not.
+celery_check() {
+  local workers=() c
+  for c in "${COMPONENTS[@]}"; do
+    [[ $c == celery-worker-* ]] && workers+=("$c")
+  done
+  [ ${#workers[@]} -gt 0 ] || return 0
+  "$PYTHON" - "${workers[@]}" 2>/dev/null <<'PY' || { echo "celery workers not answering"; return 1; }
+import sys
+
+from airflow.providers.celery.executors.celery_executor import app
+
+want = set(sys.argv[1:])
+replies = app.control.ping(timeout=2.0) or []
+seen = {name.split("@", 1)[0] for reply in replies for name in reply}
+missing = sorted(want - seen)
+print(f"celery workers not answering: {', '.join(missing)}" if missing else "")
+sys.exit(1 if missing else 0)
+PY
+}
 
 # A whole process group (the component and the children it forked) has exited. Zombies count as
 # gone: the components are orphans once 'up' returns, and some inits reap them late.
@@ -273,7 +341,7 @@ wait_healthy() { # $1: epoch seconds the components were started (0: any heartbe
         return 1
       fi
     done
-    if body=$(health_json) && why=$(health_check "$since" <<<"$body"); then
+    if body=$(health_json) && why=$(health_check "$since" <<<"$body") && why=$(celery_check); then
       return 0
     fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
@@ -295,6 +363,8 @@ start_component() {
     # LocalExecutor: the api-server reads task logs from the local files, so the log servers
     # (which would bind every interface on fixed ports) are not started.
     scheduler | triggerer) args=("$c" --skip-serve-logs) ;;
+    # Same for the workers: every process of this mode runs on this host and writes the same log folder.
+    celery-worker-*) args=(celery worker --celery-hostname "$c@%h" --skip-serve-logs) ;;
     *) args=("$c") ;;
   esac
   echo "===== $(date -Is) airflow ${args[*]}" >>"$LOG_DIR/$c.log"
@@ -307,6 +377,11 @@ start_component() {
   echo "$pid $start" >"$PID_DIR/$c.pid"
   pgid=$(ps -o pgid= -p "$pid" | tr -d ' ')
   [ "$pgid" = "$pid" ] || log "warning: $c (pid $pid) is not a process group leader (pgid $pgid)"
+}
+
+start_broker() { # the Celery broker (idempotent); nothing with the LocalExecutor
+  [ "$EXECUTOR" = CeleryExecutor ] || return 0
+  "$REDIS_SH" up || die "the Celery broker did not start (scripts/redis.sh, data $REDIS_DIR)"
 }
 
 run_bootstrap() {
@@ -331,11 +406,13 @@ cmd_up() {
     was=$(recorded_port)
     [ -n "${AIRFLOW_PORT:-}" ] && [ "$AIRFLOW_PORT" != "$was" ] &&
       log "note: the instance in $HOME_DIR already runs on port $was (AIRFLOW_PORT=$AIRFLOW_PORT ignored)"
-    local want_dags=$DAGS_FOLDER want_admins=False
+    local want_dags=$DAGS_FOLDER want_admins=False want_executor=$EXECUTOR
     [ "$ALL_ADMINS" = 1 ] && want_admins=True
     load_instance_env
     [ "$want_dags" != "$AIRFLOW__CORE__DAGS_FOLDER" ] &&
       log "note: the running instance reads DAGs from $AIRFLOW__CORE__DAGS_FOLDER ('down' first to change it)"
+    [ -n "${AIRFLOW_EXECUTOR:-}" ] && [ "$want_executor" != "$AIRFLOW__CORE__EXECUTOR" ] &&
+      log "note: the running instance runs the $AIRFLOW__CORE__EXECUTOR ('down' first to change it)"
     [ "$want_admins" != "$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS" ] &&
       log "note: the running instance has all-admins $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS ('down' first to change it)"
     for c in "${COMPONENTS[@]}"; do
@@ -348,6 +425,7 @@ cmd_up() {
     fi
     log "restarting the stopped component(s): ${missing[*]}"
     "$POSTGRES_SH" up || die "the metadata DB's PostgreSQL did not start (scripts/postgres.sh, data $PG_DIR)"
+    start_broker
     since=$(date +%s)
     for c in "${missing[@]}"; do start_component "$c"; done
     wait_healthy "$since" || die "not healthy (see $LOG_DIR)"
@@ -360,6 +438,7 @@ cmd_up() {
   [ -d "$DAGS_FOLDER" ] || die "AIRFLOW_DAGS_FOLDER $DAGS_FOLDER is not a folder"
   t0=$(now_ms)
   "$POSTGRES_SH" up || die "the metadata DB's PostgreSQL did not start (scripts/postgres.sh, data $PG_DIR)"
+  start_broker
   write_instance_env
   load_instance_env
   rm -f "$PID_DIR"/*.pid
@@ -461,7 +540,11 @@ cmd_status() {
     echo "airflow: running, not healthy: $why"
     return 1
   fi
-  echo "airflow: running, healthy"
+  if ! why=$(celery_check); then
+    echo "airflow: running, not healthy: $why"
+    return 1
+  fi
+  echo "airflow: running ($EXECUTOR), healthy"
   return 0
 }
 

@@ -20,7 +20,8 @@ have_deb() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok
 # (scripts/screenshot.py: headless screenshots of the Airflow UI), PostgreSQL's server binaries
 # (scripts/postgres.sh runs the project's own cluster for the local Airflow's metadata DB; the
 # package's own cluster is never started or touched by the project), Prometheus (scripts/prometheus.sh
-# runs its own on loopback for the autoscaler's metrics; the package's service is never started).
+# runs its own on loopback for the autoscaler's metrics; the package's service is never started), Redis
+# (scripts/redis.sh runs its own as the cluster mode's Celery broker; the package's service is never used).
 packages=()
 need_java && packages+=(openjdk-17-jdk-headless)
 command -v curl >/dev/null 2>&1 || packages+=(curl)
@@ -29,6 +30,7 @@ have_deb fonts-dejavu-core || packages+=(fonts-dejavu-core)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || packages+=(postgresql)
 bare=() # without their recommends: prometheus would pull in node-exporter, ipmitool and a dozen more
 command -v prometheus >/dev/null 2>&1 || bare+=(prometheus)
+command -v redis-server >/dev/null 2>&1 || bare+=(redis-server)
 if [ ${#packages[@]} -gt 0 ] || [ ${#bare[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages (a few minutes the first time): ${packages[*]} ${bare[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); else SUDO=(); fi

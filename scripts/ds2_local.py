@@ -103,9 +103,10 @@ class Stack:
         run([str(FLINK_SH), "build-job"], self.env)
         run([str(FLINK_SH), "up"], self.env)
 
-    def spark_up(self) -> None:
-        """The warm policy engine; the jobs' Spark connection (spark_ds2) points at it."""
-        run([str(SPARK_SH), "up"], self.env)
+    def spark_up(self, cluster: bool = False) -> None:
+        """The warm policy engine (on a standalone master and workers with ``cluster``); the jobs' Spark
+        connection (spark_ds2) points at it."""
+        run([str(SPARK_SH), "up", *(["--cluster"] if cluster else [])], self.env)
         url = subprocess.run([str(SPARK_SH), "url"], cwd=ROOT, env=self.env, check=True, text=True, capture_output=True).stdout
         host, port = url.strip().removeprefix("sc://").rsplit(":", 1)
         conn = {"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)}

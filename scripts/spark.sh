@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's long-lived Spark engine: a Spark Connect server from pyspark's own jars (no
 # download), on loopback, so that a policy decision costs a query on a warm JVM instead of a cold
-# spark-submit. With --cluster, a Spark standalone master and worker run beside it and the Connect
-# server's executors run on that worker (the compose file's topology, as local processes).
+# spark-submit. With --cluster, a Spark standalone master and SPARK_WORKERS workers run beside it and
+# the Connect server's executors run on those workers (the compose file's topology, as local
+# processes; the cluster mode, make cluster-up, runs it this way).
 #
 #   scripts/spark.sh up [--cluster]   start (idempotent), wait until the server answers, then warm
 #                                     it up with one DS2 policy query on the bundled example
@@ -12,8 +13,9 @@
 #
 # Environment: SPARK_DATA_DIR (data/spark: pid files, logs, the worker's folder, the ports in
 # ds2-spark.env), SPARK_CONNECT_PORT (first free from 15002), SPARK_MASTER_PORT (first free from
-# 7077), SPARK_MASTER_WEBUI_PORT (first free from 8090), SPARK_WORKER_CORES (2),
-# SPARK_WORKER_MEMORY (2g), SPARK_START_TIMEOUT (180 s), SPARK_STOP_TIMEOUT (30 s),
+# 7077), SPARK_MASTER_WEBUI_PORT (first free from 8090), SPARK_WORKERS (2, with --cluster),
+# SPARK_WORKER_CORES (cores per worker with --cluster, 1; without it the N of local[N], 2),
+# SPARK_WORKER_MEMORY (per worker, 2g), SPARK_START_TIMEOUT (180 s), SPARK_STOP_TIMEOUT (30 s),
 # DS2_SPARK_WARMUP (1; 0 skips the warm-up query).
 # Settings: conf/spark/connect-server.conf, the properties file the compose file's spark-connect
 # service starts the same server class with.
@@ -30,21 +32,26 @@ WORK_DIR=$DATA_DIR/work
 STATE=$DATA_DIR/ds2-spark.env
 VENV_BIN=$ROOT/.venv/bin
 CONNECT_CONF=$ROOT/conf/spark/connect-server.conf
-WORKER_CORES=${SPARK_WORKER_CORES:-2}
+WORKER_CORES=${SPARK_WORKER_CORES:-}
+WORKERS=${SPARK_WORKERS:-2}
 WORKER_MEMORY=${SPARK_WORKER_MEMORY:-2g}
 START_TIMEOUT=${SPARK_START_TIMEOUT:-180}
 STOP_TIMEOUT=${SPARK_STOP_TIMEOUT:-30}
 WARMUP=${DS2_SPARK_WARMUP:-1}
-check_uints WORKER_CORES START_TIMEOUT STOP_TIMEOUT WARMUP
+check_uints WORKERS START_TIMEOUT STOP_TIMEOUT WARMUP
+[ -z "$WORKER_CORES" ] || check_uints WORKER_CORES
+[ "$WORKERS" -ge 1 ] && [ "$WORKERS" -le 8 ] || die "SPARK_WORKERS must be 1 to 8, got '$WORKERS'"
 [[ $WORKER_MEMORY =~ ^[0-9]+[mg]$ ]] || die "SPARK_WORKER_MEMORY must look like 2g or 512m, got '$WORKER_MEMORY'"
-COMPONENTS=(master worker connect)
+# Every process an instance may have (pid files in PID_DIR); 'down' stops those that run.
+COMPONENTS=(master connect)
+for ((i = 1; i <= 8; i++)); do COMPONENTS+=("worker-$i"); done
 
 # Every Spark process: loopback only (RPC and web UIs bind SPARK_LOCAL_IP), the project's config.
 SPARK_ENV=(env "SPARK_LOCAL_IP=127.0.0.1" "SPARK_CONF_DIR=$ROOT/conf/spark" "PYSPARK_PYTHON=$VENV_BIN/python"
   "SPARK_LOG_DIR=$LOG_DIR" "SPARK_WORKER_DIR=$WORK_DIR" "PATH=$VENV_BIN:$PATH")
 
 read_state() {
-  CONNECT_PORT= MASTER_PORT= WEBUI_PORT= MODE=
+  CONNECT_PORT= MASTER_PORT= WEBUI_PORT= MODE= CORES= RECORDED_WORKERS=
   [ -f "$STATE" ] || return 0
   local k v
   while IFS='=' read -r k v; do
@@ -53,6 +60,8 @@ read_state() {
       MASTER_PORT) MASTER_PORT=$v ;;
       WEBUI_PORT) WEBUI_PORT=$v ;;
       MODE) MODE=$v ;;
+      CORES) CORES=$v ;;
+      WORKERS) RECORDED_WORKERS=$v ;;
     esac
   done <"$STATE"
 }
@@ -93,8 +102,21 @@ wait_for() { # $1 what, $2 component, then a command that succeeds when ready
   done
 }
 
-worker_registered() { # the master's JSON lists an ALIVE worker
-  curl -sf --max-time 3 "http://127.0.0.1:$WEBUI_PORT/json/" | grep -q '"state" *: *"ALIVE"'
+start_worker() { # $1: worker-$1 of this instance's master (MASTER_PORT, CORES, WORKER_MEMORY)
+  local ui
+  ui=$(first_free_port $((WEBUI_PORT + 1)))
+  mkdir -p "$WORK_DIR/worker-$1"
+  start_component "worker-$1" "$VENV_BIN/spark-class" org.apache.spark.deploy.worker.Worker "spark://127.0.0.1:$MASTER_PORT" \
+    --host 127.0.0.1 --cores "$CORES" --memory "$WORKER_MEMORY" --webui-port "$ui" --work-dir "$WORK_DIR/worker-$1"
+  # The next worker must not pick the same web UI port before this one has bound it.
+  local deadline=$(($(date +%s) + 30))
+  until port_taken "$ui" || [ "$(date +%s)" -ge "$deadline" ] || [ -z "$(component_pid "worker-$1")" ]; do sleep 0.2; done
+}
+
+workers_registered() { # $1: the master's JSON lists that many ALIVE workers
+  local n
+  n=$(curl -sf --max-time 3 "http://127.0.0.1:$WEBUI_PORT/json/" | grep -o '"state" *: *"ALIVE"' | wc -l) || return 1
+  [ "$n" -ge "$1" ]
 }
 
 cmd_up() {
@@ -112,6 +134,21 @@ cmd_up() {
   [ "$cluster" = 1 ] && want=cluster
   if [ -n "$(component_pid connect)" ]; then
     [ "$MODE" = "$want" ] || die "already running in $MODE mode: 'scripts/spark.sh down' first to switch to $want"
+    if [ "$MODE" = cluster ]; then
+      # A worker that died (a lost host) comes back; the master and the Connect server kept running.
+      local i started=()
+      [ -n "$(component_pid master)" ] || die "the master died under a running Connect server: 'scripts/spark.sh down', then up"
+      for ((i = 1; i <= RECORDED_WORKERS; i++)); do
+        [ -n "$(component_pid "worker-$i")" ] || {
+          start_worker "$i"
+          started+=("worker-$i")
+        }
+      done
+      if [ ${#started[@]} -gt 0 ]; then
+        wait_for "$RECORDED_WORKERS worker(s) registered with the master" "${started[0]}" workers_registered "$RECORDED_WORKERS"
+        log "started again: ${started[*]}"
+      fi
+    fi
     wait_for "the Connect server on 127.0.0.1:$CONNECT_PORT" connect answers "$CONNECT_PORT"
     log "already running: sc://127.0.0.1:$CONNECT_PORT ($MODE)"
     return 0
@@ -132,17 +169,16 @@ cmd_up() {
     MASTER_PORT=${SPARK_MASTER_PORT:-$(first_free_port 7077)}
     WEBUI_PORT=${SPARK_MASTER_WEBUI_PORT:-$(first_free_port 8090)}
     check_uints MASTER_PORT WEBUI_PORT
-    local worker_ui
-    worker_ui=$(first_free_port $((WEBUI_PORT + 1)))
+    local i cores=${WORKER_CORES:-1}
     start_component master "$VENV_BIN/spark-class" org.apache.spark.deploy.master.Master \
       --host 127.0.0.1 --port "$MASTER_PORT" --webui-port "$WEBUI_PORT"
     wait_for "the master's web UI on 127.0.0.1:$WEBUI_PORT" master curl -sf --max-time 3 -o /dev/null "http://127.0.0.1:$WEBUI_PORT/json/"
-    start_component worker "$VENV_BIN/spark-class" org.apache.spark.deploy.worker.Worker "spark://127.0.0.1:$MASTER_PORT" \
-      --host 127.0.0.1 --cores "$WORKER_CORES" --memory "$WORKER_MEMORY" --webui-port "$worker_ui" --work-dir "$WORK_DIR"
-    wait_for "a worker registered with the master" worker worker_registered
-    master=(--master "spark://127.0.0.1:$MASTER_PORT" --conf "spark.cores.max=$WORKER_CORES")
+    CORES=$cores
+    for ((i = 1; i <= WORKERS; i++)); do start_worker "$i"; done
+    wait_for "$WORKERS worker(s) registered with the master" worker-1 workers_registered "$WORKERS"
+    master=(--master "spark://127.0.0.1:$MASTER_PORT" --conf "spark.cores.max=$((cores * WORKERS))")
   else
-    master=(--master "local[$WORKER_CORES]")
+    master=(--master "local[${WORKER_CORES:-2}]")
   fi
   start_component connect "$VENV_BIN/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
     --name ds2-spark-connect --properties-file "$CONNECT_CONF" "${master[@]}" \
@@ -150,7 +186,8 @@ cmd_up() {
     --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 spark-internal
   (
     umask 077
-    printf 'MODE=%s\nCONNECT_PORT=%s\nMASTER_PORT=%s\nWEBUI_PORT=%s\n' "$want" "$CONNECT_PORT" "$MASTER_PORT" "$WEBUI_PORT" >"$STATE"
+    printf 'MODE=%s\nCONNECT_PORT=%s\nMASTER_PORT=%s\nWEBUI_PORT=%s\nCORES=%s\nWORKERS=%s\n' "$want" "$CONNECT_PORT" \
+      "$MASTER_PORT" "$WEBUI_PORT" "${CORES:-}" "$WORKERS" >"$STATE"
   )
   wait_for "the Connect server on 127.0.0.1:$CONNECT_PORT" connect answers "$CONNECT_PORT"
   log "Spark Connect up at sc://127.0.0.1:$CONNECT_PORT ($want) in $(secs_since "$t0") s (pids $(our_pids | tr '\n' ' ' | sed 's/ $//') in $PID_DIR)"
@@ -167,9 +204,9 @@ cmd_up() {
 cmd_down() {
   [ $# -eq 0 ] || die "down takes no arguments"
   local pids c pid t0
-  # The Connect server first (its executors live on the worker), then the worker, then the master.
+  # The Connect server first (its executors live on the workers), then the workers, then the master.
   pids=()
-  for c in connect worker master; do
+  for c in connect "${COMPONENTS[@]:2}" master; do
     pid=$(component_pid "$c")
     [ -n "$pid" ] && pids+=("$pid")
   done
@@ -198,7 +235,14 @@ cmd_status() {
     return 1
   fi
   echo "spark: running ($MODE), sc://127.0.0.1:$CONNECT_PORT"
-  [ "$MODE" = cluster ] && echo "master: spark://127.0.0.1:$MASTER_PORT (web UI http://127.0.0.1:$WEBUI_PORT)"
+  if [ "$MODE" = cluster ]; then
+    echo "master: spark://127.0.0.1:$MASTER_PORT (web UI http://127.0.0.1:$WEBUI_PORT)"
+    local c alive=()
+    for c in "${COMPONENTS[@]:2}"; do
+      [ -n "$(component_pid "$c")" ] && alive+=("$c")
+    done
+    echo "workers: ${#alive[@]} running (${alive[*]})"
+  fi
   echo "pids: $(our_pids | tr '\n' ' ' | sed 's/ $//')"
   return 0
 }

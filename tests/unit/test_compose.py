@@ -25,9 +25,14 @@ ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "deploy" / "airflow.Dockerfile"
 DOCKERIGNORE = ROOT / "deploy" / "airflow.Dockerfile.dockerignore"
 
-AIRFLOW_SERVICES = ("airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
-SERVICES = ("postgres", *AIRFLOW_SERVICES, "spark-master", "spark-worker", "spark-connect", "flink-jobmanager",
-            "flink-taskmanager")  # fmt: skip
+AIRFLOW_SERVICES = ("airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+                    "airflow-worker-1", "airflow-worker-2")  # fmt: skip
+AIRFLOW_WORKERS = ("airflow-worker-1", "airflow-worker-2")
+SPARK_WORKERS = ("spark-worker-1", "spark-worker-2")
+TASKMANAGERS = ("flink-taskmanager-1", "flink-taskmanager-2")
+SERVICES = ("postgres", "redis", *AIRFLOW_SERVICES, "spark-master", *SPARK_WORKERS, "spark-connect", "flink-jobmanager",
+            *TASKMANAGERS)  # fmt: skip
+CELERY_ENV = ROOT / "conf" / "airflow" / "celery.env"
 DATA_DIR = "/opt/ds2/data"
 PLACEHOLDER = "change-me"
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|_KEY\b")
@@ -187,7 +192,7 @@ def test_airflow_image_matches_requirements(services):
 def test_spark_image_matches_pyspark(services):
     versions = pins()
     assert versions["pyspark"] == versions["pyspark-client"], "pyspark and pyspark-client must be pinned alike"
-    for name in ("spark-master", "spark-worker"):
+    for name in ("spark-master", *SPARK_WORKERS):
         image, tag = image_of(services[name])
         assert image == "apache/spark", name
         assert tag.split("-")[0] == versions["pyspark"], f"{name}: Spark {tag} != pyspark {versions['pyspark']}"
@@ -197,7 +202,7 @@ def test_spark_image_matches_pyspark(services):
 def test_flink_image_matches_local_flink(services):
     flink_sh = re.search(r"^FLINK_VERSION=(\S+)$", (ROOT / "scripts" / "flink.sh").read_text(), re.M)
     assert flink_sh
-    for name in ("flink-jobmanager", "flink-taskmanager"):
+    for name in ("flink-jobmanager", *TASKMANAGERS):
         image, tag = image_of(services[name])
         assert image == "flink" and tag == f"{flink_sh.group(1)}-java17", f"{name}: {image}:{tag}"
         assert tag.startswith("2.3."), tag
@@ -247,7 +252,8 @@ def test_connections_point_at_the_compose_clusters(env_example, services):
     assert f"spark.connect.grpc.binding.port={spark['port']}" in connect and "spark://spark-master:7077" in connect
     master = services["spark-master"]["command"]
     assert master[master.index("--host") + 1] == "spark-master" and master[master.index("--port") + 1] == "7077"
-    assert "spark://spark-master:7077" in services["spark-worker"]["command"]
+    for name in SPARK_WORKERS:
+        assert "spark://spark-master:7077" in services[name]["command"]
     for name in AIRFLOW_SERVICES:
         env = services[name]["environment"]
         for var in ("AIRFLOW_CONN_FLINK_DEFAULT", "AIRFLOW_CONN_SPARK_DS2"):
@@ -256,15 +262,19 @@ def test_connections_point_at_the_compose_clusters(env_example, services):
 
 def test_airflow_services_share_the_project_setup(services, env_example):
     commands = {"airflow-apiserver": "api-server", "airflow-scheduler": "scheduler",
-                "airflow-dag-processor": "dag-processor", "airflow-triggerer": "triggerer"}  # fmt: skip
+                "airflow-dag-processor": "dag-processor", "airflow-triggerer": "triggerer",
+                **{key: ["celery", "worker"] for key in AIRFLOW_WORKERS}}  # fmt: skip
     first = services[AIRFLOW_SERVICES[0]]
     for name in AIRFLOW_SERVICES:
         service = services[name]
         assert mounts(service) == mounts(first) and service["user"] == first["user"], f"{name}: not from x-airflow-common"
         if name in commands:
             assert service["command"] == commands[name]
+        assert service["env_file"] == ["./conf/airflow/celery.env"], f"{name}: not the shared Celery settings"
         env = {key: interpolate(str(value), env_example) for key, value in service["environment"].items()}
-        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert "AIRFLOW__CORE__EXECUTOR" not in env, f"{name}: the executor comes from conf/airflow/celery.env"
+        assert re.fullmatch(r"redis://:[^@/]+@redis:6379/0", env["AIRFLOW__CELERY__BROKER_URL"]), name
+        assert re.fullmatch(r"db\+postgresql://[^:@/]+:[^@/]+@postgres:5432/\w+", env["AIRFLOW__CELERY__RESULT_BACKEND"]), name
         assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "false"
         sql = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
         assert re.fullmatch(r"postgresql\+psycopg2://[^:@/]+:[^@/]+@postgres:5432/\w+", sql), f"{name}: {sql}"
@@ -305,8 +315,8 @@ def test_dockerfile_installs_the_project():
 
 
 def test_flink_reporter_debloat_and_shared_savepoints(services):
-    airflow = services["airflow-scheduler"]
-    for name in ("flink-jobmanager", "flink-taskmanager"):
+    airflow = services["airflow-worker-1"]
+    for name in ("flink-jobmanager", *TASKMANAGERS):
         service = services[name]
         props = flink_properties(service)
         assert props["metrics.reporter.prom.factory.class"] == "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
@@ -322,10 +332,14 @@ def test_flink_reporter_debloat_and_shared_savepoints(services):
 
 
 def test_spark_executors_share_the_store_with_the_driver(services):
-    worker, scheduler = services["spark-worker"], services["airflow-scheduler"]
-    assert mount_of(worker, DATA_DIR) == ("ds2-data", DATA_DIR)
-    assert worker["user"] == scheduler["user"], "executors write files the driver renames: same uid"
-    assert scheduler["hostname"] == scheduler["environment"]["SPARK_LOCAL_HOSTNAME"] == "airflow-scheduler"
+    for name in SPARK_WORKERS:
+        worker = services[name]
+        assert mount_of(worker, DATA_DIR) == ("ds2-data", DATA_DIR)
+        assert worker["hostname"] == worker["environment"]["SPARK_LOCAL_HOSTNAME"] == name
+        for driver in AIRFLOW_WORKERS:  # the Celery workers run the tasks, so the spark-submit driver
+            assert worker["user"] == services[driver]["user"], "executors write files the driver renames: same uid"
+    for driver in AIRFLOW_WORKERS:
+        assert services[driver]["hostname"] == services[driver]["environment"]["SPARK_LOCAL_HOSTNAME"] == driver
 
 
 def test_published_ports_bind_loopback(services):
@@ -373,7 +387,7 @@ def test_flink_rest_takes_tls_with_client_certificates(services, env_example):
     password = "${FLINK_TLS_PASSWORD:?set FLINK_TLS_PASSWORD in .env (see .env.example)}"
     expected = {k: v.replace("@SSL_DIR@", TLS_IN_FLINK).replace("@SSL_PASSWORD@", password) for k, v in local.items()}
     assert expected["security.ssl.rest.authentication-enabled"] == "true"
-    for name in ("flink-jobmanager", "flink-taskmanager"):
+    for name in ("flink-jobmanager", *TASKMANAGERS):
         props = flink_properties(services[name])
         assert {k: props.get(k) for k in expected} == expected, name
         assert f"flink-tls:{TLS_IN_FLINK}:ro" in services[name]["volumes"]
@@ -443,3 +457,49 @@ def test_flink_tls_script_makes_material_that_verifies(tmp_path):
         assert res.returncode == 1 and says in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
         assert "a-long-enough-password" not in res.stderr
     assert not (tmp_path / "other").exists()
+
+
+def cluster_topology() -> dict[str, str]:
+    """``TOPOLOGY`` of scripts/ds2_cluster.py (the local cluster mode), read without running the script."""
+    import ast
+
+    tree = ast.parse((ROOT / "scripts" / "ds2_cluster.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "TOPOLOGY":
+            return ast.literal_eval(node.value)
+    raise AssertionError("scripts/ds2_cluster.py has no TOPOLOGY")
+
+
+def test_the_local_cluster_mode_runs_what_the_compose_file_describes(services):
+    """make cluster-up (scripts/ds2_cluster.py and the service scripts) and the compose file: the same
+    executor and Celery settings, the same number of Celery workers, Spark workers and their cores,
+    TaskManagers and their slots, the same Redis settings file."""
+    topology = cluster_topology()
+    assert topology["AIRFLOW_EXECUTOR"] == "CeleryExecutor"
+    celery = dict(line.split("=", 1) for line in CELERY_ENV.read_text().splitlines() if line and not line.startswith("#"))
+    assert celery["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    airflow_sh = (ROOT / "scripts" / "airflow.sh").read_text()
+    assert "CELERY_ENV=$ROOT/conf/airflow/celery.env" in airflow_sh and 'done <"$CELERY_ENV"' in airflow_sh
+    assert len(AIRFLOW_WORKERS) == int(topology["AIRFLOW_CELERY_WORKERS"])
+    assert sorted(n for n in services if n.startswith("airflow-worker-")) == list(AIRFLOW_WORKERS)
+    parallelism = services["airflow-scheduler"]["environment"]["AIRFLOW__CORE__PARALLELISM"]
+    assert parallelism == topology["AIRFLOW_PARALLELISM"]
+    assert sorted(n for n in services if n.startswith("spark-worker")) == list(SPARK_WORKERS)
+    assert len(SPARK_WORKERS) == int(topology["SPARK_WORKERS"])
+    cores = {services[n]["environment"]["SPARK_WORKER_CORES"] for n in SPARK_WORKERS}
+    assert cores == {topology["SPARK_WORKER_CORES"]}
+    connect = services["spark-connect"]["command"]
+    total = int(topology["SPARK_WORKERS"]) * int(topology["SPARK_WORKER_CORES"])
+    assert f"spark.cores.max={total}" in connect  # scripts/spark.sh --cluster sets cores x workers
+    assert sorted(n for n in services if n.startswith("flink-taskmanager")) == list(TASKMANAGERS)
+    assert len(TASKMANAGERS) == int(topology["FLINK_TASKMANAGERS"])
+    for name in TASKMANAGERS:
+        assert flink_properties(services[name])["taskmanager.numberOfTaskSlots"] == topology["FLINK_SLOTS"]
+    redis = services["redis"]
+    assert ("./conf/redis/redis.conf", "/usr/local/etc/redis/redis.conf") in mounts(redis)
+    assert "/usr/local/etc/redis/redis.conf" in " ".join(redis["command"])
+    assert "SHARED_CONF=$ROOT/conf/redis/redis.conf" in (ROOT / "scripts" / "redis.sh").read_text()
+    assert "appendonly yes" in (ROOT / "conf" / "redis" / "redis.conf").read_text()
+    assert not redis.get("ports"), "the broker is reachable inside the compose network only"
+    for name in AIRFLOW_SERVICES[1:]:
+        assert services[name]["depends_on"]["redis"] == {"condition": "service_healthy"}, name

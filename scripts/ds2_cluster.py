@@ -1,0 +1,177 @@
+"""The cluster mode on this machine: the compose deployment's topology as separate local processes.
+
+    .venv/bin/python scripts/ds2_cluster.py up       (make cluster-up)
+    .venv/bin/python scripts/ds2_cluster.py status   (make cluster-status)
+    .venv/bin/python scripts/ds2_cluster.py down     (make cluster-down)
+
+``up`` starts, on loopback, each from the project's own script and each idempotent (what already runs
+is reported, what died is started again):
+
+- PostgreSQL (``scripts/postgres.sh``), Airflow's metadata DB and the Celery result backend;
+- Redis (``scripts/redis.sh``), the Celery broker, with a password generated per install;
+- Airflow with the CeleryExecutor (``scripts/airflow.sh``, ``conf/airflow/celery.env``): api-server,
+  scheduler, dag-processor, triggerer and two Celery workers;
+- Spark: a standalone master, two workers and the Connect server on that master (``scripts/spark.sh
+  up --cluster``); the jobs' ``spark_ds2`` connection points at it, so policies and backfills run on
+  the workers;
+- Flink: a JobManager and two TaskManagers (``scripts/flink.sh``), savepoints and checkpoints in a
+  folder every process reaches, as a shared volume would be.
+
+Everything lives under ``DS2_CLUSTER_DIR`` (data/cluster): each service's data, logs and pid files,
+the ports chosen at the first ``up`` (cluster.json), and the store. The jobs are those of
+``DS2_JOBS_CONFIG`` (include/jobs.yaml); when it registers ``testjob`` and no such Flink job runs,
+the test job is submitted, as ``make up`` does. ``down`` stops every process by its pid file and
+checks that none is left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ds2_local import AIRFLOW_SH, FLINK_SH, POSTGRES_SH, ROOT, SPARK_SH, Stack, free_port, log
+
+REDIS_SH = ROOT / "scripts" / "redis.sh"
+# The topology, as the compose file describes it (tests/unit/test_compose.py ties the two).
+TOPOLOGY = {
+    "AIRFLOW_EXECUTOR": "CeleryExecutor",
+    "AIRFLOW_CELERY_WORKERS": "2",
+    "AIRFLOW_PARALLELISM": "16",
+    "SPARK_WORKERS": "2",
+    "SPARK_WORKER_CORES": "1",
+    "FLINK_TASKMANAGERS": "2",
+    "FLINK_SLOTS": "4",
+}
+# Away from make up's 8080/8081, so both can run; the first free port from these when taken.
+DEFAULT_PORTS = {"airflow": 8180, "flink": 8181, "flink_rpc": 6223}
+
+
+def cluster_dir() -> Path:
+    return Path(os.environ.get("DS2_CLUSTER_DIR", ROOT / "data" / "cluster")).resolve()
+
+
+def ports(folder: Path) -> dict[str, int]:
+    """The ports of this cluster: chosen at the first ``up`` and kept, so a second ``up`` finds the same."""
+    state = folder / "cluster.json"
+    if state.is_file():
+        return json.loads(state.read_text())
+    chosen = {name: free_port(port) for name, port in DEFAULT_PORTS.items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    state.write_text(json.dumps(chosen) + "\n")
+    return chosen
+
+
+def stack() -> Stack:
+    folder = cluster_dir()
+    chosen = ports(folder)
+    env = {
+        **TOPOLOGY,
+        "REDIS_DATA_DIR": str(folder / "redis"),
+        "DS2_DATA_DIR": os.environ.get("DS2_DATA_DIR", str(folder)),
+    }
+    s = Stack(folder, chosen["flink"], chosen["airflow"], env)
+    s.env["FLINK_RPC_PORT"] = str(chosen["flink_rpc"])
+    return s
+
+
+def script(path: Path, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(path), *args], cwd=ROOT, env=env, text=True, capture_output=True)
+
+
+def up(_: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    s = stack()
+    # PostgreSQL has its own folder here; as root its server runs as 'postgres', which must reach it.
+    s.folder.mkdir(parents=True, exist_ok=True)
+    s.folder.chmod(0o755)
+    log(f"starting the cluster in {s.folder}")
+    s.flink_up()
+    subprocess.run([str(FLINK_SH), "start-missing"], cwd=ROOT, env=s.env, check=True, text=True)
+    submit_testjob(s)
+    s.spark_up(cluster=True)
+    s.airflow_up()  # PostgreSQL and Redis first, by scripts/airflow.sh
+    log(
+        f"cluster up in {time.monotonic() - t0:.1f} s: Airflow {s.airflow_url} (CeleryExecutor, 2 workers; user admin, "
+        f"password in {s.folder / 'airflow' / 'admin-password'}), Flink {s.flink_url} (2 TaskManagers), "
+        f"Spark {s.env['AIRFLOW_CONN_SPARK_DS2']} (2 workers); make cluster-status, make cluster-down"
+    )
+    return 0
+
+
+def submit_testjob(s: Stack) -> None:
+    """The test job, when the jobs config registers it and Flink does not run it (as make up does)."""
+    from autoscaler.config.jobs import load_jobs
+
+    jobs = {job.name: job for job in load_jobs()}
+    job = jobs.get("testjob")
+    if job is None or s.client().find_job(job.flink_job_name) is not None:
+        return
+    s.submit([*job.deployment.base_args, "--count-parallelism", "1"])
+    log("submitted the test job (ds2-testjob, Count at 1: DS2 will ask for 4)")
+
+
+# Each service's script, in the order status reports them and the reverse of the order down stops them.
+SERVICES = {"postgres": POSTGRES_SH, "redis": REDIS_SH, "airflow": AIRFLOW_SH, "spark": SPARK_SH, "flink": FLINK_SH}
+
+
+def status(_: argparse.Namespace) -> int:
+    """Each service's status; exit 0 when all run and answer, 3 when all are stopped, 1 otherwise."""
+    s = stack()
+    codes = []
+    for name, path in SERVICES.items():
+        res = script(path, ["status"], s.env)
+        print((res.stdout + res.stderr).strip() or f"{name}: exit {res.returncode}", flush=True)
+        codes.append(res.returncode)
+    if all(c == 0 for c in codes):
+        return 0
+    return 3 if all(c == 3 for c in codes) else 1
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Processes still running whose command line names the cluster's folder (none after ``down``)."""
+    mine = str(folder)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if mine in cmdline and state != "Z":
+            found.append(f"{entry.name} {cmdline[:120]}")
+    return found
+
+
+def down(_: argparse.Namespace) -> int:
+    s = stack()
+    for path in reversed(list(SERVICES.values())):
+        res = script(path, ["down"], s.env)
+        print((res.stdout + res.stderr).strip(), flush=True)
+    left = leftovers(s.folder)
+    if left:
+        log("still running after down:\n  " + "\n  ".join(left))
+        return 1
+    log(f"cluster down: no process of {s.folder} left")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func in (("up", up), ("status", status), ("down", down)):
+        sub.add_parser(name).set_defaults(func=func)
+    args = parser.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
