@@ -101,8 +101,8 @@ def test_redact_hides_token_and_user():
 
 
 def test_policy_runs_on_a_standalone_cluster(tmp_path):
-    """``scripts/spark.sh up --cluster``: a master, a worker and the Connect server on that master (the
-    compose topology as local processes); the policy's executors run on the worker."""
+    """``scripts/spark.sh up --cluster``: a master, two workers and the Connect server on that master (the
+    compose topology as local processes); the policy's executors run on the workers."""
     from tests.conftest import start_spark_engine
 
     cluster = start_spark_engine(tmp_path / "spark", "--cluster")
@@ -122,10 +122,11 @@ def test_policy_runs_on_a_standalone_cluster(tmp_path):
         decisions = _decisions(tmp_path / "decisions")
         assert decisions and {d["status"] for d in decisions} == {"ok"}
         master = json.loads(urllib.request.urlopen(f"{webui}/json/", timeout=10).read())
-        assert [w["state"] for w in master["workers"]] == ["ALIVE"]
+        assert [w["state"] for w in master["workers"]] == ["ALIVE", "ALIVE"]
+        assert "workers: 2 running (worker-1 worker-2)" in status
         apps = [a["name"] for a in master["activeapps"]]
         assert apps == ["ds2-spark-connect"], master["activeapps"]  # the Connect server's executors run on the worker
-        assert master["workers"][0]["coresused"] >= 1
+        assert sum(w["coresused"] for w in master["workers"]) == 2  # spark.cores.max: both workers' cores
         print(f"policy run on the standalone cluster: {res.stdout.strip()} s")
     finally:
         cluster.script("down", check=False)
