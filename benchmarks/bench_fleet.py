@@ -15,8 +15,11 @@ available) and -> the run finished; and the policy task's duration.
 test-job epoch copied per job), run as the policy task runs it (a client session per job), one
 after the other; server and client CPU and wall time.
 
+``--executor celery``: Airflow as the cluster mode runs it (the CeleryExecutor with two workers on the
+project's Redis broker, conf/airflow/celery.env); Redis counts as the autoscaler's.
+
     .venv/bin/python benchmarks/bench_fleet.py [--jobs 0,1,5,10] [--interval 30] [--epochs 4]
-        [--policy-jobs 100] [--results benchmarks/results/fleet]
+        [--policy-jobs 100] [--executor local|celery] [--results benchmarks/results/fleet]
 """
 
 from __future__ import annotations
@@ -101,11 +104,15 @@ def pid_file(path: Path) -> int | None:
         return None
 
 
+CELERY = {"AIRFLOW_EXECUTOR": "CeleryExecutor", "AIRFLOW_CELERY_WORKERS": "2", "AIRFLOW_PARALLELISM": "16"}
+
+
 class Stack:
-    def __init__(self, local: Any, folder: Path) -> None:
+    def __init__(self, local: Any, folder: Path, executor: str = "local") -> None:
         self.folder = folder
         self.stack = local.Stack(folder, local.free_port(18081), local.free_port(18080), {
             "DS2_DATA_DIR": str(folder / "data"), "DS2_JOBS_CONFIG": str(folder / "jobs.yaml"), "FLINK_SLOTS": "12",
+            "REDIS_DATA_DIR": str(folder / "redis"), **(CELERY if executor == "celery" else {}),
         })  # fmt: skip
         self.session = requests.Session()
 
@@ -116,6 +123,7 @@ class Stack:
             "airflow": airflow,
             "spark": [p for p in [pid_file(f / "spark" / "pids" / "connect.pid")] if p],
             "postgres": [p for p in [pid_file(f / "postgres" / "postgres.pid")] if p],
+            "redis": [p for p in [pid_file(f / "redis" / "redis.pid")] if p],
             "flink": [p for p in (pid_file(x) for x in (f / "flink" / "pids").glob("*.pid")) if p],
         }
 
@@ -152,7 +160,7 @@ def job_entries(n: int, interval: int, start: datetime) -> list[dict[str, Any]]:
 
 def run_fleet(args: argparse.Namespace, local: Any, work: Path) -> list[dict[str, Any]]:
     work.mkdir(parents=True, exist_ok=True)
-    s = Stack(local, work)
+    s = Stack(local, work, args.executor)
     results = []
     (work / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": []}))
     try:
@@ -187,6 +195,7 @@ def run_fleet(args: argparse.Namespace, local: Any, work: Path) -> list[dict[str
             print(json.dumps(results[-1]), flush=True)
     finally:
         s.stack.down()
+        subprocess.run([str(ROOT / "scripts" / "redis.sh"), "down"], cwd=ROOT, env=s.stack.env, check=False)
     return results
 
 
@@ -217,7 +226,7 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
             })  # fmt: skip
         ended = [datetime.fromisoformat(r["data_interval_end"]).timestamp() for r in runs if r.get("end_date")]
         lag.append(t1 - max(ended, default=t0))
-    autoscaler = cpu["airflow"] + cpu["spark"] + cpu["postgres"]
+    autoscaler = cpu["airflow"] + cpu["spark"] + cpu["postgres"] + cpu.get("redis", 0.0)
     wall = t1 - t0
 
     def med(key: str) -> float | None:
@@ -299,11 +308,16 @@ def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: arg
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f} at the end. "
         "One local stack (Flink 12 slots, Spark Connect local[2], PostgreSQL 15, "
-        f"Airflow 3.3 LocalExecutor parallelism 4); test jobs at 1,000 rec/s, 1 source subtask, no rescale needed; "
+        + (
+            "Airflow 3.3 CeleryExecutor with 2 workers, parallelism 16, Redis 7.0"
+            if args.executor == "celery"
+            else "Airflow 3.3 LocalExecutor parallelism 4"
+        )
+        + "); test jobs at 1,000 rec/s, 1 source subtask, no rescale needed; "
         f"policy interval {args.interval} s; {args.epochs} whole intervals measured per fleet size.",
         "",
-        "| jobs | autoscaler CPU-s per job-epoch | autoscaler cores (Airflow + Spark + PostgreSQL) "
-        "| CPU-s: Airflow / Spark / PostgreSQL | runs finished / due (failed) | newest finished epoch's lag "
+        "| jobs | autoscaler CPU-s per job-epoch | autoscaler cores (Airflow + Spark + PostgreSQL + Redis) "
+        "| CPU-s: Airflow / Spark / PostgreSQL / Redis | runs finished / due (failed) | newest finished epoch's lag "
         "| epoch end → decision, median | → run finished, median | policy task, median |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -312,7 +326,8 @@ def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: arg
         per = r["cpu_s_per_job_epoch"]
         lines.append(
             f"| {r['jobs']} | {per if per is not None else '– (idle)'} | {r['autoscaler_cores']} | "
-            f"{c['airflow']} / {c['spark']} / {c['postgres']} | {r['runs_finished']} / {r['runs_due']} ({r['failed_runs']}) | "
+            f"{c['airflow']} / {c['spark']} / {c['postgres']} / {c.get('redis', 0.0)} | "
+            f"{r['runs_finished']} / {r['runs_due']} ({r['failed_runs']}) | "
             f"{r['max_lag_s']} s | "
             f"{r['median_epoch_end_to_decision_s']} s | {r['median_epoch_end_to_run_end_s']} s | {r['median_policy_task_s']} s |"
         )
@@ -344,6 +359,7 @@ def main() -> None:
     parser.add_argument("--interval", type=int, default=30)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--policy-jobs", type=int, default=100, help="0 skips the policy-alone measurement")
+    parser.add_argument("--executor", choices=("local", "celery"), default="local")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "fleet"))
     args = parser.parse_args()
     local = load_local()

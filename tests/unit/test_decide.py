@@ -61,7 +61,7 @@ def test_no_change_is_a_noop():
     [
         ({"decidable": False, "not_decidable_reason": "warm-up window"}, "epoch not decidable: warm-up window"),
         ({"last_rescale": LastRescale(9, NOW)}, "warm-up: epoch 1 of 1 after the rescale at epoch 9 (held: Count 1→4)"),
-        ({"last_rescale": LastRescale(8, NOW), "decided_epochs_since_rescale": 0}, "activation: 0 of 1 decided epochs"),
+        ({"last_rescale": LastRescale(8, None), "decided_epochs_since_rescale": 0}, "activation: 0 of 1 decided epochs"),
     ],
 )
 def test_holds(kwargs, summary):
@@ -78,12 +78,31 @@ def test_incomplete_metrics_hold():
 
 def test_activation_and_cooldown():
     j = job(activation_epochs=3, cooldown="10m", warmup_epochs=0)
-    last = LastRescale(5, NOW - timedelta(minutes=4))
-    assert "activation: 2 of 3" in decide(j, 10, rows(), last_rescale=last, decided_epochs_since_rescale=2, now=NOW).summary
-    held = decide(j, 10, rows(), last_rescale=last, decided_epochs_since_rescale=3, now=NOW)
+    epoch = j.epoch_of(NOW)  # the epoch that ended at NOW; the rescale took effect 4 minutes before
+    last = LastRescale(epoch - 5, NOW - timedelta(minutes=4))
+    assert "activation: 2 of 3" in decide(j, epoch, rows(), last_rescale=last, decided_epochs_since_rescale=2, now=NOW).summary
+    held = decide(j, epoch, rows(), last_rescale=last, decided_epochs_since_rescale=3, now=NOW)
     assert held.action == NOOP and held.summary.startswith("cooldown: 240 s of 600 s")
-    later = decide(j, 10, rows(), last_rescale=last, decided_epochs_since_rescale=3, now=NOW + timedelta(minutes=7))
+    later = decide(j, epoch, rows(), last_rescale=last, decided_epochs_since_rescale=3, now=NOW + timedelta(minutes=7))
     assert later.action == RESCALE
+
+
+def test_epochs_measured_before_a_late_rescale_took_effect_are_not_acted_on():
+    """The cluster drill: the rescale of epoch e (Count 1 -> 6) took effect late, after epoch e+2 had
+    ended (its worker died; the retry finished it). e+2's metrics were still measured at Count 1: its
+    proposal is held, and a later epoch, measured after the rescale, is decided."""
+    j = job()
+    e = j.epoch_of(NOW)
+    late = LastRescale(e, j.epoch_start(e + 3) + timedelta(seconds=7))
+    held = decide(j, e + 2, rows(count=(1, 6)), last_rescale=late, decided_epochs_since_rescale=1, free_slots=1, now=NOW)
+    assert held.action == NOOP and held.target == {}
+    assert held.summary.startswith(f"measured before the rescale at epoch {e} took effect"), held.summary
+    after = decide(j, e + 4, rows(count=(6, 8)), last_rescale=late, decided_epochs_since_rescale=1, free_slots=2, now=NOW)
+    assert after.action == RESCALE and after.target == {"Count": 8}
+    on_time = LastRescale(e, j.epoch_start(e + 1) + timedelta(seconds=7))  # as usual: right after its epoch
+    assert decide(j, e + 2, rows(count=(4, 6)), last_rescale=on_time, decided_epochs_since_rescale=1, free_slots=2).target == {
+        "Count": 6
+    }
 
 
 def test_hysteresis_ignores_a_scale_down_by_one_but_not_by_two():

@@ -27,7 +27,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.config.jobs import JobConfig
@@ -277,6 +277,18 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
     since = epoch - last.epoch
     if since <= stability.warmup_epochs:
         return f"warm-up: epoch {since} of {stability.warmup_epochs} after the rescale at epoch {last.epoch}"
+    # A rescale that ran late (its run queued, or its worker died and the retry finished it) took effect
+    # after later epochs had ended: their metrics describe the job before it, and acting on them would
+    # undo or repeat it (seen in the cluster drill: 1 -> 6 late, then the next epoch, still measured at
+    # 1, "rescaled" 6 -> 2).
+    finished = last.finished_at
+    if finished is not None:
+        finished = finished if finished.tzinfo else finished.replace(tzinfo=UTC)
+        if job.epoch_start(epoch + 1) <= finished:
+            return (
+                f"measured before the rescale at epoch {last.epoch} took effect ({finished:%H:%M:%S} UTC): "
+                "these metrics describe the job as it ran before"
+            )
     if decided < stability.activation_epochs:
         return f"activation: {decided} of {stability.activation_epochs} decided epochs since the rescale at epoch {last.epoch}"
     if stability.cooldown_s and last.finished_at is not None and now is not None:

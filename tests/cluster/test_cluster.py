@@ -1,0 +1,283 @@
+"""The cluster mode end to end (``make cluster-test``), with faults injected while work is in flight.
+
+One cluster of ``scripts/ds2_cluster.py`` (what ``make cluster-up`` starts) and two jobs on its
+two-TaskManager Flink, their scaling DAGs run by the Celery workers:
+
+1. ``auto`` (30,000 records/s, Count at 1: DS2 asks for 6, more than one TaskManager holds) is rescaled
+   with no approval. The Celery worker running its rescale is killed with all it forked: the attempt
+   stops heartbeating, the scheduler fails it, and the retry completes the rescale on the other worker,
+   once (one new Flink job, the keyed counts continued).
+2. ``gated`` (10,000 records/s, Count 1 -> 2) waits for an approval, given through the REST API.
+3. A TaskManager is killed: both jobs recover from their checkpoints once it is back (the same job
+   ids), and the first epoch after it says the window spans a restart instead of deciding on it.
+4. A backfill of ``auto``'s past epochs on the Spark cluster, with a Spark worker killed while it runs:
+   it completes, with the decisions the live runs made.
+5. Redis is restarted while runs are in flight: no run is lost.
+6. ``down`` leaves no process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from autoscaler.config.jobs import load_jobs
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import ACTIONS, DECISIONS
+from tests.cluster.cluster_setup import Cluster, alive, job_args, job_entry, kill_host, start_cluster
+from tests.conftest import ROOT
+from tests.helpers import poll
+from tests.integration.airflow_fixtures import _instance_env
+from tests.integration.conftest import wait_running
+from tests.integration.test_flink_taskmanagers import hosts_of
+from tests.integration.test_rescale import assert_state_continued
+
+pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+INTERVAL_S = 30
+REDIS_SH = ROOT / "scripts" / "redis.sh"
+CELERY_ENV = ROOT / "conf" / "airflow" / "celery.env"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # The first epoch starts after the cluster is up and the jobs run (about 2 minutes on 2 cores).
+    start = datetime.fromtimestamp(math.ceil((time.time() + 180) / INTERVAL_S) * INTERVAL_S, tz=UTC).isoformat()
+    approval = {"required": True, "approvers": ["admin"], "timeout": "30m", "on_timeout": "reject"}
+    yield from start_cluster(
+        lambda folder: [
+            job_entry("auto", 30000, INTERVAL_S, folder, start_date=start),
+            job_entry("gated", 10000, INTERVAL_S, folder, start_date=start, approval=approval),
+        ]
+    )
+
+
+def submit(cluster: Cluster, name: str, rate: int) -> str:
+    from autoscaler import testjob
+
+    client = cluster.flink
+    jar = client.upload_jar(testjob.JAR)
+    job_id = client.run_jar(jar, None, [*job_args(name, rate), "--count-parallelism", "1"])
+    wait_running(client, job_id, 120)
+    return job_id
+
+
+def runs(server, dag: str, run_type: str = "scheduled") -> list[dict]:
+    params = {"run_type": run_type, "order_by": "-logical_date", "limit": 50}
+    return server.api("GET", f"/api/v2/dags/{dag}/dagRuns", params=params)["dag_runs"]
+
+
+def task(server, dag: str, run_id: str, task_id: str) -> dict:
+    return server.api("GET", f"/api/v2/dags/{dag}/dagRuns/{run_id}/taskInstances/{task_id}", ok=(200, 404)) or {}
+
+
+def worker_that_ran(cluster: Cluster, run_id: str, task_id: str, try_number: int) -> int | None:
+    """Which Celery worker (1 or 2) logged executing that attempt, from the workers' own logs."""
+    for n in (1, 2):
+        log = (cluster.folder / "airflow" / "logs" / f"celery-worker-{n}.log").read_text(errors="replace")
+        for line in log.splitlines():
+            if "Executing workload in Celery" in line and f"run_id='{run_id}'" in line and f"task_id='{task_id}'" in line \
+                    and f"try_number={try_number}," in line:  # fmt: skip
+                return n
+    return None
+
+
+def records_through(client, job_id: str, vertex: str) -> list[int] | None:
+    """Records each subtask of ``vertex`` has read, once every one has read some; else None (and what
+    every vertex has read and written, to the log)."""
+    details = client.job(job_id)
+    counts = [c.records_in for c in client.subtask_counters(job_id, details.vertex(vertex).id)]
+    if counts and all(n > 0 for n in counts):
+        return counts
+    flow = {
+        v.name: [(c.records_in, c.records_out, c.status) for c in client.subtask_counters(job_id, v.id)] for v in details.vertices
+    }
+    print(f"{time.strftime('%H:%M:%S')} not yet: {flow}")
+    return None
+
+
+def actions(cluster: Cluster, job: str) -> dict[int, dict]:
+    return {a["epoch"]: a for a in read_epochs(cluster.folder / "store", ACTIONS, job).to_pylist()}
+
+
+def status_ok(cluster: Cluster) -> str:
+    res = cluster.run("status")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout
+
+
+def test_the_cluster_mode_end_to_end_with_faults(cluster):
+    print(f"cluster up in {cluster.up_seconds:.1f} s")
+    client, server = cluster.flink, cluster.airflow()
+    jobs = {j.name: j for j in load_jobs(cluster.folder / "jobs.yaml")}
+    # The topology and the settings the compose file describes.
+    assert len(client.get("/taskmanagers")["taskmanagers"]) == 2 and client.overview()["slots-total"] == 8
+    instance = _instance_env({**cluster.env, "AIRFLOW_HOME": str(cluster.folder / "airflow")})
+    for line in CELERY_ENV.read_text().splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            assert instance[key] == value, key
+    assert re.fullmatch(r"redis://:\w+@127\.0\.0\.1:\d+/0", instance["AIRFLOW__CELERY__BROKER_URL"])
+    status = status_ok(cluster)
+    assert "celery-worker-1" in status and "celery-worker-2" in status and "workers: 2 running" in status
+    originals = {"auto": submit(cluster, "auto", 30000), "gated": submit(cluster, "gated", 10000)}
+
+    # 1. auto's rescale; the Celery worker running it is killed with everything it forked.
+    def rescale_running():
+        for run in runs(server, "ds2_auto"):
+            ti = task(server, "ds2_auto", run["dag_run_id"], "rescale")
+            if ti.get("state") == "running":
+                worker = worker_that_ran(cluster, run["dag_run_id"], "rescale", ti["try_number"])
+                return (run, ti, worker) if worker else None
+        return None
+
+    run, ti, worker = poll("auto's rescale running on a Celery worker", rescale_running, 420, 0.2)
+    killed = kill_host(cluster.celery_worker_pid(worker), f"celery-worker-{worker}")
+    print(f"killed celery-worker-{worker} (pids {killed}) while it ran {run['dag_run_id']} rescale try {ti['try_number']}")
+    assert server.wait_run("ds2_auto", run["dag_run_id"], timeout_s=420) == "success"
+    retried = task(server, "ds2_auto", run["dag_run_id"], "rescale")
+    assert retried["state"] == "success" and retried["try_number"] > ti["try_number"], retried
+    assert worker_that_ran(cluster, run["dag_run_id"], "rescale", retried["try_number"]) == 3 - worker
+    epoch = jobs["auto"].epoch_of(datetime.fromisoformat(run["data_interval_end"]))
+    action = poll("auto's action row", lambda: actions(cluster, "auto").get(epoch), 60)
+    assert action["outcome"] == "succeeded", action
+    named = [j for j in client.jobs() if j.name == "ds2-auto"]
+    assert len(named) == 2 and {j.state for j in named} == {"FINISHED", "RUNNING"}, named  # rescaled once
+    auto = client.running_job("ds2-auto").id
+    assert auto == action["new_flink_job_id"] and client.job(auto).parallelism["Count"] == 6
+    flowing = poll("records through every Count subtask of the new job", lambda: records_through(client, auto, "Count"), 180, 1)
+    print(f"the rescaled job's Count subtasks have read {flowing} records")
+    assert_state_continued(client, auto)
+    count = client.job(auto).vertex("Count")
+    assert len(hosts_of(client, auto, count.id)) == 2  # 6 instances: more than one TaskManager's 4 slots
+    print(f"auto rescaled 1 -> 6 once, on the other worker; downtime {action['downtime_s']} s: {action['message']}")
+    cluster.run("up")  # starts the killed worker again
+    assert "celery-worker-1" in status_ok(cluster)
+
+    # 2. gated waits for an approval, given through the REST API.
+    def pending():
+        body = server.api("GET", "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"})
+        items = [d for d in body["hitl_details"] if d["task_instance"]["dag_id"] == "ds2_gated"]
+        parked = items and task(server, "ds2_gated", items[0]["task_instance"]["dag_run_id"], "approve").get("state")
+        return items[0] if parked == "awaiting_input" else None
+
+    detail = poll("gated's pending approval", pending, 300, 1)
+    assert "| Count | 1 → **2** |" in detail["body"], detail["body"]
+    run_id = detail["task_instance"]["dag_run_id"]
+    # Answered once the attempt has been parked for a while: an answer before the scheduler processed the
+    # parked attempt fails the task (Airflow 3.3.2; see test_scaling_scheduler._awaiting).
+    parked_since = time.monotonic()
+    poll("the approval parked for 3 s", lambda: task(server, "ds2_gated", run_id, "approve")["state"] == "awaiting_input"
+         and time.monotonic() - parked_since >= 3, 30, 0.5)  # fmt: skip
+    server.api("PATCH", f"/api/v2/dags/ds2_gated/dagRuns/{run_id}/taskInstances/approve/-1/hitlDetails",
+               json={"chosen_options": ["Approve"], "params_input": {}})  # fmt: skip
+    assert server.wait_run("ds2_gated", run_id, timeout_s=300) == "success"
+    run = server.api("GET", f"/api/v2/dags/ds2_gated/dagRuns/{run_id}")
+    epoch = jobs["gated"].epoch_of(datetime.fromisoformat(run["data_interval_end"]))
+    action = poll("gated's action row", lambda: actions(cluster, "gated").get(epoch), 60)
+    assert action["outcome"] == "succeeded" and action["approved_by"], action
+    gated = client.running_job("ds2-gated").id
+    assert gated != originals["gated"] and client.job(gated).parallelism["Count"] == 2
+    print(f"gated rescaled 1 -> 2 after an approval by {action['approved_by']}")
+
+    # 3. A TaskManager dies; both jobs recover once it is back, and the next epoch says so.
+    killed_at = time.time()
+    tm = cluster.taskmanager_pids()[0]
+    kill_host(tm, "a TaskManager")
+    res = cluster.run("up")
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name, job_id in (("ds2-auto", auto), ("ds2-gated", gated)):
+        wait_running(client, job_id, 240)  # the same job id: recovered from its checkpoint
+        assert client.running_job(name).id == job_id
+    recovered_at = time.time()
+    print(f"TaskManager {tm} killed; both jobs running again after {recovered_at - killed_at:.1f} s")
+    # The epoch whose interval holds the kill: its window spans the failover.
+    first_after = jobs["auto"].epoch_of(datetime.fromtimestamp(killed_at, tz=UTC)) + 1
+
+    def decided_after_kill():
+        rows = read_epochs(cluster.folder / "store", DECISIONS, "auto").to_pylist()
+        later = [r for r in rows if r["epoch"] >= first_after and r["operator_name"] == "Count" and r["run_type"] == "live"]
+        return sorted(later, key=lambda r: r["epoch"]) if len(later) >= 2 else None
+
+    later = poll("two decisions of auto after the TaskManager died", decided_after_kill, 6 * INTERVAL_S, 2)
+    assert later[0]["status"] in ("warmup", "incomplete") and "no change" in later[0]["reason"], later[0]
+    print(f"epoch {later[0]['epoch']}: {later[0]['reason']}; epoch {later[1]['epoch']}: {later[1]['status']}")
+
+    # 4. A backfill of auto's decided epochs on the Spark cluster; a Spark worker dies while it runs.
+    live = {
+        (d["epoch"], d["operator_name"]): (d["status"], d["target_parallelism"])
+        for d in read_epochs(cluster.folder / "store", DECISIONS, "auto").to_pylist()
+        if d["run_type"] == "live"
+    }
+    epochs = sorted({e for e, _ in live})
+    first, last = epochs[0], epochs[-1]
+    server.api("POST", "/api/v2/backfills", json={
+        "dag_id": "ds2_auto", "from_date": jobs["auto"].epoch_start(first).isoformat(),
+        "to_date": jobs["auto"].epoch_start(last).isoformat(), "reprocess_behavior": "completed", "max_active_runs": 1,
+    })  # fmt: skip
+
+    def backfill_policy_running():
+        for r in runs(server, "ds2_auto", "backfill"):
+            if task(server, "ds2_auto", r["dag_run_id"], "policy").get("state") == "running":
+                return r
+        return None
+
+    poll("the backfill's policy task running", backfill_policy_running, 300, 0.1)
+    killed = kill_host(cluster.spark_worker_pid(1), "Spark worker-1")
+    print(f"killed Spark worker-1 and its executor (pids {killed}) during the backfill")
+
+    def backfill_done():
+        rs = runs(server, "ds2_auto", "backfill")
+        return rs if len(rs) == len(epochs) and all(r["state"] in ("success", "failed") for r in rs) else None
+
+    done = poll("the backfill's runs to finish", backfill_done, 600, 2)
+    assert {r["state"] for r in done} == {"success"}, [(r["dag_run_id"], r["state"]) for r in done]
+    again = {
+        (d["epoch"], d["operator_name"]): (d["status"], d["target_parallelism"])
+        for d in read_epochs(cluster.folder / "store", DECISIONS, "auto", range(first, last + 1)).to_pylist()
+    }
+    kinds = {d["run_type"] for d in read_epochs(cluster.folder / "store", DECISIONS, "auto", range(first, last + 1)).to_pylist()}
+    assert kinds == {"backfill"}, kinds
+    assert again == {k: v for k, v in live.items() if first <= k[0] <= last}
+    print(f"backfill of epochs {first}..{last} ({len(again)} decisions) equal to the live ones")
+    cluster.run("up")  # the Spark worker again
+    assert "workers: 2 running" in status_ok(cluster)
+
+    # 5. Redis restarts while runs are in flight: every interval's run still completes.
+    def live_run_in_flight():
+        return next((r for r in runs(server, "ds2_auto") if r["state"] in ("queued", "running")), None)
+
+    poll("a live run of auto in flight", live_run_in_flight, 3 * INTERVAL_S, 0.2)
+    restarted_at = time.time()
+    res = subprocess.run([str(REDIS_SH), "restart"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**cluster.env, "REDIS_DATA_DIR": str(cluster.folder / "redis")})  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    until = restarted_at + 3 * INTERVAL_S
+
+    def ends(run: dict) -> float:
+        return datetime.fromisoformat(run["data_interval_end"]).timestamp()
+
+    def runs_after_restart(dag: str) -> list[dict] | None:
+        rs = [r for r in runs(server, dag) if restarted_at - INTERVAL_S <= ends(r) <= until]
+        return rs if time.time() > until and rs and all(r["state"] in ("success", "failed") for r in rs) else None
+
+    for dag in ("ds2_auto", "ds2_gated"):
+        rs = poll(f"{dag}'s runs around the Redis restart", lambda d=dag: runs_after_restart(d), 8 * INTERVAL_S, 2)
+        boundaries = sorted(ends(r) for r in rs)
+        assert all(b - a == INTERVAL_S for a, b in itertools.pairwise(boundaries)), boundaries  # no interval lost
+        assert {r["state"] for r in rs} == {"success"}, [(r["dag_run_id"], r["state"]) for r in rs]
+        print(f"{dag}: {len(rs)} runs around the Redis restart, all succeeded")
+
+    # 6. Everything goes down, and no process is left.
+    pids = cluster.recorded_pids()
+    res = cluster.run("down")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not [p for p in pids if alive(p)], "left running after down"
+    assert not re.search(r"still running", res.stdout + res.stderr)
+    assert Path(cluster.folder / "cluster.json").is_file()
