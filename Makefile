@@ -89,6 +89,7 @@ postgres-status:
 
 clean:
 	-$(PY) scripts/ds2_local.py down
+	-$(PY) scripts/ds2_cluster.py down
 	-scripts/airflow.sh down
 	-scripts/postgres.sh down
 	-scripts/flink.sh down

@@ -13,7 +13,6 @@ the client. Each mode gets a warm-up run (not counted), then ``--repeat`` measur
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "include"), str(Path(__file__).resolve().parent)]
 
-from harness import machine, machine_line, stats, write_results  # noqa: E402
+from harness import load_script, machine, machine_line, stats, write_results  # noqa: E402
 
 SPARK_SH = ROOT / "scripts" / "spark.sh"
 RUN = """
@@ -45,11 +44,7 @@ spark.stop()
 
 
 def load_bench_policy() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_policy", ROOT / "benchmarks" / "bench_policy.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_policy", ROOT / "benchmarks" / "bench_policy.py")
 
 
 def engine(mode: str, folder: Path) -> tuple[dict[str, str], str, float]:
@@ -66,7 +61,11 @@ def backfill(url: str, data: Path, job: str, out: Path) -> tuple[float, int]:
     res = subprocess.run([sys.executable, "-c", RUN, url, str(data / "store"), job, str(data / "topology.csv"), str(out)],
                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}, capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     if res.returncode != 0:
-        raise SystemExit(f"bench_cluster: the backfill failed:\n{res.stderr[-3000:]}")
+        logs = sorted(out.parent.glob("*/logs/connect.log"))
+        kept = Path(tempfile.mkdtemp(prefix="ds2-bench-cluster-logs-"))
+        for log in logs:
+            shutil.copy(log, kept / f"{log.parent.parent.name}-connect.log")
+        raise SystemExit(f"bench_cluster: the backfill failed (the engine's logs are in {kept}):\n{res.stderr[-1500:]}")
     seconds, epochs = res.stdout.split()[-2:]
     return float(seconds), int(epochs)
 

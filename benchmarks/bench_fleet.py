@@ -25,7 +25,6 @@ project's Redis broker, conf/airflow/celery.env); Redis counts as the autoscaler
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -47,7 +46,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "include"), str(ROOT / "plugins")]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import machine, machine_line, write_results  # noqa: E402
+from harness import load_script, machine, machine_line, write_results  # noqa: E402
 
 from autoscaler import testjob  # noqa: E402
 
@@ -56,11 +55,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "flink-epoch"
 
 
 def load_local() -> Any:
-    spec = importlib.util.spec_from_file_location("ds2_local", ROOT / "scripts" / "ds2_local.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("ds2_local", ROOT / "scripts" / "ds2_local.py")
 
 
 def _procs() -> dict[int, tuple[int, float]]:

@@ -43,6 +43,17 @@ def _ram_gb() -> float | None:
     return round(pages * size / 2**30, 1)
 
 
+def load_script(name: str, path: Path) -> Any:
+    """A Python file that is not in a package (``scripts/``, another benchmark) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def machine() -> dict[str, Any]:
     """When and on what a benchmark ran: date, cores, CPU, RAM, OS, Python, Java, load at the start."""
     return {
