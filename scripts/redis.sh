@@ -27,9 +27,11 @@ LOG=$DATA_DIR/redis.log
 SHARED_CONF=$ROOT/conf/redis/redis.conf
 # Below Linux's ephemeral range, as scripts/postgres.sh's port (see there why).
 DEFAULT_PORT=26379
-START_TIMEOUT=${REDIS_START_TIMEOUT:-30}
-STOP_TIMEOUT=${REDIS_STOP_TIMEOUT:-30}
-check_uints START_TIMEOUT STOP_TIMEOUT
+REDIS_START_TIMEOUT=${REDIS_START_TIMEOUT:-30}
+REDIS_STOP_TIMEOUT=${REDIS_STOP_TIMEOUT:-30}
+check_uints REDIS_START_TIMEOUT REDIS_STOP_TIMEOUT # by the names the user sets
+START_TIMEOUT=$REDIS_START_TIMEOUT
+STOP_TIMEOUT=$REDIS_STOP_TIMEOUT
 [ -z "${REDIS_PORT:-}" ] || check_uints REDIS_PORT
 
 server_bin() {

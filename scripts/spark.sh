@@ -38,8 +38,10 @@ WORKER_MEMORY=${SPARK_WORKER_MEMORY:-2g}
 START_TIMEOUT=${SPARK_START_TIMEOUT:-180}
 STOP_TIMEOUT=${SPARK_STOP_TIMEOUT:-30}
 WARMUP=${DS2_SPARK_WARMUP:-1}
-check_uints WORKERS START_TIMEOUT STOP_TIMEOUT WARMUP
-[ -z "$WORKER_CORES" ] || check_uints WORKER_CORES
+check_uints START_TIMEOUT STOP_TIMEOUT WARMUP
+SPARK_WORKERS=$WORKERS SPARK_WORKER_CORES=$WORKER_CORES
+check_uints SPARK_WORKERS # by the names the user sets
+[ -z "$WORKER_CORES" ] || check_uints SPARK_WORKER_CORES
 [ "$WORKERS" -ge 1 ] && [ "$WORKERS" -le 8 ] || die "SPARK_WORKERS must be 1 to 8, got '$WORKERS'"
 [[ $WORKER_MEMORY =~ ^[0-9]+[mg]$ ]] || die "SPARK_WORKER_MEMORY must look like 2g or 512m, got '$WORKER_MEMORY'"
 # Every process an instance may have (pid files in PID_DIR); 'down' stops those that run.

@@ -1,0 +1,40 @@
+"""The cluster mode's script settings: a bad value is refused in one line naming it, before anything starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize(
+    ("script", "command", "env", "message"),
+    [
+        ("redis.sh", "up", {"REDIS_PORT": "6379x"}, "REDIS_PORT must be a number, got '6379x'"),
+        ("redis.sh", "status", {"REDIS_START_TIMEOUT": "-1"}, "REDIS_START_TIMEOUT must be a number, got '-1'"),
+        ("airflow.sh", "status", {"AIRFLOW_EXECUTOR": "KubernetesExecutor"},
+         "AIRFLOW_EXECUTOR must be LocalExecutor or CeleryExecutor, got 'KubernetesExecutor'"),
+        ("airflow.sh", "status", {"AIRFLOW_CELERY_WORKERS": "0"}, "AIRFLOW_CELERY_WORKERS must be 1 to 16, got '0'"),
+        ("airflow.sh", "status", {"AIRFLOW_CELERY_WORKERS": "two"}, "AIRFLOW_CELERY_WORKERS must be a number, got 'two'"),
+        ("spark.sh", "status", {"SPARK_WORKERS": "9"}, "SPARK_WORKERS must be 1 to 8, got '9'"),
+        ("spark.sh", "status", {"SPARK_WORKERS": "2x"}, "SPARK_WORKERS must be a number, got '2x'"),
+        ("spark.sh", "status", {"SPARK_WORKER_CORES": "two"}, "SPARK_WORKER_CORES must be a number, got 'two'"),
+    ],
+)  # fmt: skip
+def test_a_bad_setting_is_refused_in_one_line(tmp_path, script, command, env, message):
+    base = {"REDIS_DATA_DIR": str(tmp_path / "redis"), "AIRFLOW_HOME": str(tmp_path / "airflow"),
+            "SPARK_DATA_DIR": str(tmp_path / "spark")}  # fmt: skip
+    res = subprocess.run([str(ROOT / "scripts" / script), command], env={**os.environ, **base, **env},
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == f"{script}: error: {message}", res.stderr
+    assert not (tmp_path / "redis").exists() and not (tmp_path / "spark").exists()  # nothing was started
+
+
+def test_redis_status_of_a_data_dir_never_started(tmp_path):
+    res = subprocess.run([str(ROOT / "scripts" / "redis.sh"), "status"], env={**os.environ, "REDIS_DATA_DIR": str(tmp_path)},
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert res.returncode == 3 and res.stdout.strip() == f"redis: stopped (data {tmp_path})"
