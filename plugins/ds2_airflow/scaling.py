@@ -8,24 +8,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from autoscaler.collect.flink import topology_path
 from autoscaler.config.jobs import JobConfig
 from autoscaler.config.options import PolicyOptions
-from autoscaler.decide import history as decide_history
 from autoscaler.decide.replay import replay
-from autoscaler.decide.rules import RESCALE, ScalingPlan, decide
+from autoscaler.decide.rules import RESCALE, ScalingPlan
+from autoscaler.fleet.interval import plan_epoch, validation_config
 from autoscaler.record import audit, outcomes
 from autoscaler.record.alerts import epoch_alerts, views_needed
 from autoscaler.record.metrics import epoch_samples
 from autoscaler.record.views import job_view
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import DECISIONS
-from autoscaler.topology import read_topology_csv
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.metrics import emit
 from ds2_airflow.notifiers import send_alerts
@@ -36,23 +34,11 @@ log = logging.getLogger(__name__)
 
 def validate_epoch_task(job: JobConfig, context: Any) -> dict[str, Any]:
     """Validate the collected epoch with the GX suite; a failure stops the run (data quarantined)."""
-    from autoscaler.validate import ValidationConfig, validate_epoch
+    from autoscaler.validate import validate_epoch
 
     epoch = epoch_for(job, context)
     collected = context["ti"].xcom_pull(task_ids="collect") or {}
-    topology = read_topology_csv(topology_path(store_root(), job.name))
-    # The window is what collection measured between two boundary snapshots: about the policy
-    # interval, shorter or longer when a run started late (max_active_runs=1 queues them). Each
-    # row must match it; freshness (windows inside the epoch's interval +/- lateness_s) is
-    # checked against the epoch's own interval.
-    window_s = collected.get("window_s") or job.interval_s
-    start = job.epoch_start(epoch)
-    config = dataclasses.replace(
-        ValidationConfig.from_mapping(topology, job.validation),
-        window_s=window_s,
-        lateness_s=job.lateness_s,
-        data_interval=(start, job.epoch_start(epoch + 1)),
-    )
+    config = validation_config(job, epoch, collected.get("window_s"), store_root())
     result = validate_epoch(store_root(), job.name, epoch, config, docs_dir=docs_dir(), run_id=safe_run_id(context))
     log.info("%s", result.message())
     result.raise_for_failure()
@@ -72,21 +58,15 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
     ti = context["ti"]
     epoch = epoch_for(job, context)
     kind = run_type(context)
-    history = decide_history.epoch_history(store_root(), job.name, epoch, job.stability.activation_epochs)
     validation = ti.xcom_pull(task_ids="validate") or {}
-    decidable = bool(history.decisions) and validation.get("decidable", True)
     docs = validation.get("docs") or []
-    plan = decide(
+    plan = plan_epoch(
         job,
         epoch,
-        history.decisions,
-        decidable=decidable,
-        not_decidable_reason=validation.get("summary", "") if not validation.get("decidable", True) else "",
-        last_rescale=history.last_rescale,
-        decided_epochs_since_rescale=history.decided_epochs,
-        free_slots=_free_slots(job) if kind == LIVE else None,
-        now=datetime.now(UTC),
-        validation=(validation.get("summary", "") + (f" — [Data Docs]({docs_link(docs[0])})" if docs else "")) or None,
+        store_root(),
+        validation,
+        _free_slots(job) if kind == LIVE else None,
+        (validation.get("summary", "") + (f" — [Data Docs]({docs_link(docs[0])})" if docs else "")) or None,
     )
     for line in plan.log_lines():
         log.info("%s", line)

@@ -39,6 +39,18 @@ class StoreRun:
         return self.decisions_store or self.store
 
 
+def run_options(run: StoreRun, topology: Topology) -> PolicyOptions:
+    """The run's options as its policy reads them: operator ids, and the restart time measured on the job."""
+    from autoscaler.policy.base import sizes_for_measured_restarts
+    from autoscaler.policy.restarts import measured_restart_time
+
+    options = run.options.resolved(topology)
+    if options.restart_time is None and sizes_for_measured_restarts(options.kind):
+        measured = measured_restart_time(run.store, run.job, run.from_epoch if run.from_epoch is not None else run.to_epoch)
+        options = replace(options, restart_time=measured) if measured is not None else options
+    return options
+
+
 def decide_stored_epochs(
     spark: SparkSession,
     run: StoreRun,
@@ -50,15 +62,11 @@ def decide_stored_epochs(
 
     Nothing is committed when the inputs fail their checks (unknown operators, no rows).
     """
-    from autoscaler.policy.base import history_epochs, sizes_for_measured_restarts
-    from autoscaler.policy.restarts import measured_restart_time
+    from autoscaler.policy.base import history_epochs
     from autoscaler.policy.spark import decisions, inputs
 
     topology = topology or read_topology_csv(run.topology_path)
-    options = run.options.resolved(topology)
-    if options.restart_time is None and sizes_for_measured_restarts(options.kind):
-        measured = measured_restart_time(run.store, run.job, run.from_epoch if run.from_epoch is not None else run.to_epoch)
-        options = replace(options, restart_time=measured) if measured is not None else options
+    options = run_options(run, topology)
     # A kind that looks back (rules, utilization) reads the epochs before the range as its history.
     depth = history_epochs(options)
     first = run.from_epoch - depth if run.from_epoch is not None else None

@@ -1,0 +1,205 @@
+"""One policy interval of a fleet: collect, validate, policy and decide for every due job at once.
+
+The per-job DAG runs five task processes and a Spark session per job and epoch; most of a fleet's
+cost was that, not the work. Here one process does each stage for all due jobs:
+
+- **collect**: every job's epoch from its boundary snapshots, concurrently (threads: the work is
+  waiting on Flink's REST API);
+- **validate**: the GX suite of each job in the one process (one GX context, built once);
+- **policy**: every decidable job in one Spark query (:mod:`autoscaler.policy.spark.fleet`);
+- **decide**: the stability, bound and capacity rules per job (:mod:`autoscaler.decide.rules`).
+
+Each job carries a :class:`JobEpoch` through the stages; a stage that fails for a job sets its
+``failed`` and the job skips the rest, while the others go on. Nothing here imports Airflow: the
+fleet DAG (``ds2_airflow.fleet``) hands in the Flink clients and the Spark session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from autoscaler.collect.flink import collect_epoch_metrics, topology_path
+from autoscaler.config.jobs import JobConfig
+from autoscaler.decide import history as decide_history
+from autoscaler.decide.rules import ScalingPlan, decide
+from autoscaler.flink.client import FlinkRestClient
+from autoscaler.record import audit, outcomes
+from autoscaler.topology import read_topology_csv
+
+log = logging.getLogger(__name__)
+
+COLLECT_THREADS = 16  # concurrent collections: each waits on REST calls, not on this process's CPU
+
+
+@dataclass
+class JobEpoch:
+    """One job's epoch as it passes the stages: what each produced, or the stage that failed and why."""
+
+    job: JobConfig
+    epoch: int
+    collected: dict[str, Any] = field(default_factory=dict)  # window_s, flink_job_id, warmup_reason
+    validation: dict[str, Any] = field(default_factory=dict)  # decidable, summary, docs
+    plan: ScalingPlan | None = None
+    failed: str | None = None  # the stage that failed: collect, validate, policy or decide
+    error: str | None = None  # its one-line reason
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def alive(self) -> bool:
+        return self.failed is None
+
+    def fail(self, stage: str, error: BaseException | str) -> None:
+        self.failed, self.error = stage, (str(error).strip().splitlines() or [type(error).__name__])[0]
+        log.warning("%s epoch %d: %s failed: %s", self.name, self.epoch, stage, self.error)
+
+    def verdict(self) -> dict[str, Any]:
+        """The job's result for the run's log and XCom."""
+        plan = self.plan
+        return {"job": self.name, "epoch": self.epoch, "failed": self.failed, "error": self.error,
+                "action": plan.action if plan else None, "summary": plan.summary if plan else None}  # fmt: skip
+
+
+def validation_config(job: JobConfig, epoch: int, window_s: float | None, store_root: str | Path) -> Any:
+    """The job's validation thresholds for one epoch, with the window its collection measured.
+
+    The window is what collection measured between two boundary snapshots: about the policy interval,
+    shorter or longer when a run started late. Freshness is checked against the epoch's own interval.
+    """
+    from autoscaler.validate import ValidationConfig
+
+    topology = read_topology_csv(topology_path(store_root, job.name))
+    return dataclasses.replace(
+        ValidationConfig.from_mapping(topology, job.validation),
+        window_s=window_s or job.interval_s,
+        lateness_s=job.lateness_s,
+        data_interval=(job.epoch_start(epoch), job.epoch_start(epoch + 1)),
+    )
+
+
+def plan_epoch(
+    job: JobConfig,
+    epoch: int,
+    store_root: str | Path,
+    validation: Mapping[str, Any],
+    free_slots: int | None,
+    validation_note: str | None = None,
+) -> ScalingPlan:
+    """The decide stage of one epoch: its stored decisions and the job's history through the rules."""
+    history = decide_history.epoch_history(store_root, job.name, epoch, job.stability.activation_epochs)
+    decidable = bool(history.decisions) and validation.get("decidable", True)
+    return decide(
+        job,
+        epoch,
+        history.decisions,
+        decidable=decidable,
+        not_decidable_reason=validation.get("summary", "") if not validation.get("decidable", True) else "",
+        last_rescale=history.last_rescale,
+        decided_epochs_since_rescale=history.decided_epochs,
+        free_slots=free_slots,
+        now=datetime.now(UTC),
+        validation=validation_note,
+    )
+
+
+def collect_all(epochs: Iterable[JobEpoch], client_for: Callable[[JobConfig], FlinkRestClient], store_root: str | Path) -> None:
+    """Collect every job's epoch concurrently; a job whose Flink cannot be read fails only its own."""
+
+    def one(item: JobEpoch) -> None:
+        job = item.job
+        try:
+            result = collect_epoch_metrics(
+                client_for(job), job.flink_job_name, job.name, item.epoch, store_root,
+                short_window_s=job.short_window.total_seconds(), max_gap_s=job.max_boundary_age_s,
+                source_rate_metric=job.source_rate_metric,
+            )  # fmt: skip
+        except Exception as exc:  # any job's failure is its own verdict
+            item.fail("collect", exc)
+            return
+        item.collected = {"window_s": result.window_s, "flink_job_id": result.flink_job_id,
+                          "warmup_reason": result.warmup_reason, "rows": result.rows.num_rows}  # fmt: skip
+
+    items = [e for e in epochs if e.alive]
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=min(COLLECT_THREADS, len(items)), thread_name_prefix="collect") as pool:
+        list(pool.map(one, items))
+
+
+def validate_all(epochs: Iterable[JobEpoch], store_root: str | Path, docs_dir: Path | None, run_id: str) -> None:
+    """Validate every collected epoch (quarantine on failure, verdicts recorded), in this process."""
+    from autoscaler.validate import validate_epoch
+
+    for item in epochs:
+        if not item.alive:
+            continue
+        try:
+            config = validation_config(item.job, item.epoch, item.collected.get("window_s"), store_root)
+            result = validate_epoch(store_root, item.name, item.epoch, config, docs_dir=docs_dir, run_id=run_id)
+        except Exception as exc:
+            item.fail("validate", exc)
+            continue
+        item.validation = {"decidable": result.decidable, "summary": result.summary(), "docs": list(result.docs_pages)}
+        if not result.success:
+            item.fail("validate", result.summary())
+
+
+def policy_all(spark: Any, epochs: Iterable[JobEpoch], store_root: str | Path, run_id: str) -> None:
+    """Every decidable epoch's policy in one Spark query; each job's decisions committed on its own."""
+    from autoscaler.policy.spark.fleet import decide_fleet_epochs
+    from autoscaler.policy.spark.run import StoreRun
+
+    due = [e for e in epochs if e.alive and e.validation.get("decidable", True)]
+    root = str(store_root)
+    runs = [StoreRun(root, e.name, e.epoch, e.epoch, "live", run_id, str(topology_path(root, e.name)), e.job.policy) for e in due]
+    if not runs:
+        return
+    verdicts = decide_fleet_epochs(spark, runs)
+    for item in due:
+        error = verdicts.get(item.name)
+        if error is not None:
+            item.fail("policy", error)
+
+
+def decide_all(
+    epochs: Iterable[JobEpoch],
+    store_root: str | Path,
+    free_slots: Callable[[JobConfig], int | None],
+    validation_note: Callable[[JobEpoch], str | None] = lambda e: None,
+) -> None:
+    """The decide rules for every job that got this far (the capacity check reads each job's cluster)."""
+    for item in epochs:
+        if not item.alive:
+            continue
+        try:
+            item.plan = plan_epoch(item.job, item.epoch, store_root, item.validation, free_slots(item.job),
+                                   validation_note(item))  # fmt: skip
+        except Exception as exc:
+            item.fail("decide", exc)
+
+
+def record(item: JobEpoch, store_root: str | Path, action_id: str) -> dict[str, Any]:
+    """The ACTIONS row of a job the fleet run settles itself: no change, a recommendation, or a failure."""
+    plan = item.plan
+    message = f"{item.failed} failed: {item.error}" if item.failed else None
+    run = outcomes.EpochRun(
+        action_id=action_id,
+        mechanism=item.job.mechanism,
+        parallelism=plan.current if plan else {},
+        plan_summary=plan.summary if plan else None,
+        plan_action=plan.action if plan else None,
+        validation_summary=message or item.validation.get("summary"),
+        flink_job_id=item.collected.get("flink_job_id"),
+    )
+    row = outcomes.epoch_row(item.name, item.epoch, run)
+    audit.record_action(store_root, row)
+    return row
