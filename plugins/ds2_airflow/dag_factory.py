@@ -24,6 +24,7 @@ from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
 from autoscaler.config import options as opt
 from autoscaler.config.jobs import JobConfig, config_path
+from ds2_airflow.fleet import fleet_dag, fleets
 from ds2_airflow.notifiers import AlertNotifier
 from ds2_airflow.operators.approval import RescaleApprovalOperator
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
@@ -33,7 +34,7 @@ from ds2_airflow.operators.reconcile import ReconcileOperator
 from ds2_airflow.operators.rescale import FlinkRescaleOperator
 from ds2_airflow.runtime import journal_dir, store_root
 from ds2_airflow.scaling import decide_task, record_task, validate_epoch_task, what_if_compare_task
-from ds2_airflow.timetable import LateRunsTimetable
+from ds2_airflow.timetable import FleetMemberTimetable, LateRunsTimetable
 
 EPOCH = "{{ ds2_epoch(data_interval_end or dag_run.run_after) }}"
 EPOCH_START = "{{ ds2_epoch_start(ds2_epoch(data_interval_end or dag_run.run_after)) }}"
@@ -54,7 +55,9 @@ def _doc(job: JobConfig) -> str:
         f"Every {job.interval}: collect the epoch's metrics, validate them, compute the DS2 decision "
         f"with Spark (`{job.spark_conn_id}`), decide, rescale ({job.mechanism}) and record.\n\n"
         f"- scalable operators: {ops}\n- approval: {approval}\n"
-        f"- policy: `{job.policy.to_json()}`\n- stability: {job.stability}\n\n"
+        f"- policy: `{job.policy.to_json()}`\n- stability: {job.stability}\n"
+        + (f"- batched: decided every interval by `{job.fleet_dag_id}`, which starts runs here to act\n" if job.batched else "")
+        + "\n"
         "Backfill (Backfills tab or `airflow backfill create`) recomputes decisions from stored metrics "
         f"and never rescales; `{job.what_if_dag_id}` recomputes a range with other options without touching them."
     )
@@ -67,7 +70,10 @@ def scaling_dag(job: JobConfig) -> DAG:
         description=f"DS2 autoscaling of Flink job {job.flink_job_name} every {job.interval}",
         # A real data interval [start, end) per run (a bare timedelta gives zero-length ones in 3.x); the
         # intervals a long run overlapped run late, in order, rather than being skipped (ds2_airflow.timetable).
-        schedule=LateRunsTimetable(job.interval, job.max_late_epochs),
+        # A batched job's fleet DAG decides it every interval and starts this DAG's runs to act.
+        schedule=FleetMemberTimetable(job.interval, job.fleet_dag_id)
+        if job.batched
+        else LateRunsTimetable(job.interval, job.max_late_epochs),
         start_date=job.start_date,
         catchup=False,
         max_active_runs=1,
@@ -264,6 +270,8 @@ def reconcile_dag(jobs: list[JobConfig]) -> DAG:
 def build_dags(jobs: list[JobConfig], only: str | None = None) -> dict[str, DAG]:
     """Every DAG of the jobs; with ``only`` (a task's parsing context), just that DAG."""
     builders = {BOUNDARIES_DAG_ID: boundaries_dag, RECONCILE_DAG_ID: lambda: reconcile_dag(jobs)} if jobs else {}
+    for dag_id, members in fleets(jobs).items():
+        builders[dag_id] = lambda dag_id=dag_id, members=members: fleet_dag(dag_id, members)
     for job in jobs:
         builders[job.dag_id] = lambda job=job: scaling_dag(job)
         builders[job.what_if_dag_id] = lambda job=job: what_if_dag(job)

@@ -48,8 +48,24 @@ def interval_end(context: Mapping[str, Any]) -> datetime:
     return end
 
 
+FLEET_RUN = "fleet_run"  # the conf key of a job run its fleet run started: the fleet run's id
+
+
+def fleet_handoff(context: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the fleet run that started this job run hands it (epoch, collected, validation), else None."""
+    conf = getattr(context.get("dag_run"), "conf", None) or {}
+    if FLEET_RUN not in conf:
+        return None
+    epoch = conf.get("epoch")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"run conf from fleet run {conf[FLEET_RUN]!r}: epoch must be a non-negative integer, got {epoch!r}")
+    return dict(conf)
+
+
 def epoch_for(job: JobConfig, context: Mapping[str, Any]) -> int:
-    return job.epoch_of(interval_end(context))
+    """The run's epoch: the one its fleet run decided, else the one its data interval closes."""
+    handoff = fleet_handoff(context)
+    return handoff["epoch"] if handoff else job.epoch_of(interval_end(context))
 
 
 def run_type(context: Mapping[str, Any]) -> str:

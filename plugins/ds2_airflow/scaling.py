@@ -27,7 +27,18 @@ from autoscaler.store.schemas import DECISIONS
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.metrics import emit
 from ds2_airflow.notifiers import send_alerts
-from ds2_airflow.runtime import BACKFILL, LIVE, docs_dir, docs_link, epoch_for, run_type, safe_run_id, store_root
+from ds2_airflow.runtime import (
+    BACKFILL,
+    FLEET_RUN,
+    LIVE,
+    docs_dir,
+    docs_link,
+    epoch_for,
+    fleet_handoff,
+    run_type,
+    safe_run_id,
+    store_root,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +47,10 @@ def validate_epoch_task(job: JobConfig, context: Any) -> dict[str, Any]:
     """Validate the collected epoch with the GX suite; a failure stops the run (data quarantined)."""
     from autoscaler.validate import validate_epoch
 
+    handoff = fleet_handoff(context)
+    if handoff:
+        log.info("epoch %s was validated by fleet run %s", handoff["epoch"], handoff[FLEET_RUN])
+        return dict(handoff.get("validation") or {})
     epoch = epoch_for(job, context)
     collected = context["ti"].xcom_pull(task_ids="collect") or {}
     config = validation_config(job, epoch, collected.get("window_s"), store_root())
@@ -45,7 +60,7 @@ def validate_epoch_task(job: JobConfig, context: Any) -> dict[str, Any]:
     return {"decidable": result.decidable, "summary": result.summary(), "docs": list(result.docs_pages)}
 
 
-def _free_slots(job: JobConfig) -> int | None:
+def free_slots(job: JobConfig) -> int | None:
     try:
         return int(FlinkHook(job.flink_conn_id).get_client().overview()["slots-available"])
     except Exception as exc:  # the capacity check is skipped, never the decision: say so
@@ -65,7 +80,7 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
         epoch,
         store_root(),
         validation,
-        _free_slots(job) if kind == LIVE else None,
+        free_slots(job) if kind == LIVE else None,
         (validation.get("summary", "") + (f" — [Data Docs]({docs_link(docs[0])})" if docs else "")) or None,
     )
     for line in plan.log_lines():
@@ -87,7 +102,7 @@ def _failed_tasks(context: Any) -> list[str]:
     return sorted(t for t, s in states.items() if s == "failed" and t != ti.task_id)
 
 
-def _metrics_and_alerts(job: JobConfig, epoch: int, outcome: str, context: Any) -> None:
+def metrics_and_alerts(job: JobConfig, epoch: int, outcome: str, context: Any) -> None:
     """The epoch's metrics and alerts, from what the store now holds (autoscaler.record.metrics and .alerts)."""
     try:
         # Enough epochs for the alerts, and for a rescale recorded under an earlier epoch that ran late.
@@ -123,7 +138,7 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
     )
     row = outcomes.epoch_row(job.name, epoch, run, lambda: audit.validation_summary(store_root(), job.name, epoch))
     audit.record_action(store_root(), row)
-    _metrics_and_alerts(job, epoch, row["outcome"], context)
+    metrics_and_alerts(job, epoch, row["outcome"], context)
     log.info(
         "action %s epoch %d: %s — %s (approved by %s, downtime %s s)",
         row["action_id"], epoch, row["outcome"], row["message"], row["approved_by"], row["downtime_s"],

@@ -62,3 +62,42 @@ class LateRunsTimetable(DeltaDataIntervalTimetable):
 
     def __hash__(self) -> int:
         return hash((self._delta, self.max_late_epochs))
+
+
+class FleetMemberTimetable(DeltaDataIntervalTimetable):
+    """A batched job's own DAG: no scheduled runs (its fleet DAG decides every interval and starts this
+    DAG's runs when there is something to approve or rescale), but the job's intervals for backfills.
+
+    The scheduler asks for the next run with the DAG's ``catchup=False``; a backfill enumerates its
+    range with ``catchup=True`` (``iter_dagrun_infos_between``): only the latter gets intervals.
+    """
+
+    def __init__(self, delta: datetime.timedelta, fleet_dag_id: str) -> None:
+        super().__init__(delta)
+        self.fleet_dag_id = fleet_dag_id
+
+    @property
+    def summary(self) -> str:
+        return f"decided by {self.fleet_dag_id} every {self._delta}"
+
+    def next_dagrun_info(
+        self, *, last_automated_data_interval: DataInterval | None, restriction: TimeRestriction
+    ) -> DagRunInfo | None:
+        if not restriction.catchup:
+            return None
+        return super().next_dagrun_info(last_automated_data_interval=last_automated_data_interval, restriction=restriction)
+
+    def serialize(self) -> dict[str, Any]:
+        return {**super().serialize(), "fleet_dag_id": self.fleet_dag_id}
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any]) -> FleetMemberTimetable:
+        return cls(datetime.timedelta(seconds=data["delta"]), str(data["fleet_dag_id"]))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FleetMemberTimetable):
+            return NotImplemented
+        return (self._delta, self.fleet_dag_id) == (other._delta, other.fleet_dag_id)
+
+    def __hash__(self) -> int:
+        return hash((self._delta, self.fleet_dag_id))

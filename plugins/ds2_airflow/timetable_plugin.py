@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from ds2_airflow.timetable import LateRunsTimetable
+from ds2_airflow.timetable import FleetMemberTimetable, LateRunsTimetable
 
 
 class DS2TimetablePlugin(AirflowPlugin):
     name = "ds2_timetables"
-    timetables = [LateRunsTimetable]  # noqa: RUF012
+    timetables = [LateRunsTimetable, FleetMemberTimetable]  # noqa: RUF012

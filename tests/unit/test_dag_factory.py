@@ -178,3 +178,53 @@ def test_a_job_read_from_prometheus_collects_at_its_epochs_boundaries(monkeypatc
     assert macros["ds2_epoch_start"](epoch) == "2026-11-25T12:00:00+00:00"
     assert macros["ds2_epoch_start"](epoch + 1) == "2026-11-25T12:01:00+00:00"
     assert "epoch_start" in collect.template_fields and "ds2_epoch_start" in collect.epoch_end
+
+
+def test_batched_jobs_are_decided_by_one_fleet_dag_per_interval(monkeypatch, tmp_path):
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.timetables.base import TimeRestriction
+
+    jobs = [
+        entry("a", batched=True, policy_interval="30s"),
+        entry("b", batched=True, policy_interval="30s", approval={"required": True}),
+        entry("c", batched=True, policy_interval="1m"),
+        entry("own", policy_interval="30s"),
+    ]
+    bag = load(monkeypatch, tmp_path, jobs)
+    assert bag.import_errors == {}
+    assert {"ds2_fleet_30s", "ds2_fleet_60s", "ds2_a", "ds2_b", "ds2_c", "ds2_own"} <= set(bag.dags)
+    assert "ds2_fleet_own" not in bag.dags
+    fleet = bag.dags["ds2_fleet_30s"]
+    assert sorted(t.task_id for t in fleet.tasks) == ["act", "decide_jobs", "verdicts"]
+    assert fleet.max_active_runs == 1 and type(fleet.timetable).__name__ == "LateRunsTimetable"
+    assert "Jobs: a, b." in fleet.doc_md
+    # A member keeps its whole chain (a fleet-started run skips collect/validate/policy) and its gate...
+    assert "approve" in bag.dags["ds2_b"].task_dict
+    # ...but the scheduler never schedules it: its timetable yields intervals only to a backfill.
+    member = bag.dags["ds2_a"].timetable
+    assert type(member).__name__ == "FleetMemberTimetable" and member.summary.startswith("decided by ds2_fleet_30s")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    scheduler = TimeRestriction(earliest=start, latest=None, catchup=False)
+    assert member.next_dagrun_info(last_automated_data_interval=None, restriction=scheduler) is None
+    backfill = TimeRestriction(earliest=start, latest=datetime(2026, 1, 1, 0, 2, tzinfo=UTC), catchup=True)
+    info = member.next_dagrun_info(last_automated_data_interval=None, restriction=backfill)
+    assert info is not None and (info.data_interval.end - info.data_interval.start).total_seconds() == 30
+    restored = DagSerialization.from_dict(DagSerialization.to_dict(bag.dags["ds2_a"]))
+    assert restored.timetable == member
+    assert type(bag.dags["ds2_own"].timetable).__name__ == "LateRunsTimetable"
+
+
+def test_a_fleet_started_run_takes_its_epoch_from_the_fleet_run():
+    from types import SimpleNamespace
+
+    from autoscaler.config.jobs import JobConfig
+    from ds2_airflow.runtime import epoch_for, fleet_handoff
+
+    job = JobConfig.__new__(JobConfig)
+    object.__setattr__(job, "interval", __import__("datetime").timedelta(seconds=30))
+    late = {"dag_run": SimpleNamespace(conf={"fleet_run": "scheduled__x", "epoch": 7}, run_after=datetime(2026, 1, 1, tzinfo=UTC))}
+    assert epoch_for(job, late) == 7
+    own = {"dag_run": SimpleNamespace(conf={}, run_after=datetime.fromtimestamp(300, tz=UTC), data_interval_end=None)}
+    assert fleet_handoff(own) is None and epoch_for(job, own) == 9
+    with pytest.raises(ValueError, match="epoch must be a non-negative integer"):
+        epoch_for(job, {"dag_run": SimpleNamespace(conf={"fleet_run": "x", "epoch": "7; rm"})})

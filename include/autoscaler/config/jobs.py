@@ -105,6 +105,12 @@ class ExcludedPeriod:
         return self.start <= minute < self.end if self.start < self.end else minute >= self.start or minute < self.end
 
 
+def fleet_dag_id(interval: timedelta, spark_conn_id: str) -> str:
+    """``ds2_fleet_<seconds>s``, and the Spark connection when it is not the default one."""
+    suffix = "" if spark_conn_id == opt.SPARK_CONN_ID.default else "_" + re.sub(r"[^A-Za-z0-9_]", "_", spark_conn_id)
+    return f"ds2_fleet_{int(interval.total_seconds())}s{suffix}"
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """One registered Flink job and how to scale it."""
@@ -130,6 +136,7 @@ class JobConfig:
     start_timeout: timedelta = opt.START_TIMEOUT.default
     tags: tuple[str, ...] = opt.TAGS.default
     recommendation_only: bool = opt.RECOMMENDATION_ONLY.default
+    batched: bool = opt.BATCHED.default
     excluded_periods: tuple[ExcludedPeriod, ...] = ()
 
     @property
@@ -139,6 +146,11 @@ class JobConfig:
     @property
     def what_if_dag_id(self) -> str:
         return f"{self.dag_id}_what_if"
+
+    @property
+    def fleet_dag_id(self) -> str:
+        """The fleet DAG that decides this job when it is batched: one per interval and Spark connection."""
+        return fleet_dag_id(self.interval, self.spark_conn_id)
 
     @property
     def pool(self) -> str:
@@ -350,6 +362,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
         start_timeout=f.option(opt.START_TIMEOUT),
         tags=f.option(opt.TAGS),
         recommendation_only=f.option(opt.RECOMMENDATION_ONLY),
+        batched=f.option(opt.BATCHED),
         excluded_periods=_excluded_periods(f),
     )
     f.done()

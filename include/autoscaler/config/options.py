@@ -78,6 +78,12 @@ MAX_LATE_EPOCHS = Option(
     "further behind (paused, scheduler down) it skips to the latest. Late runs measure their own epochs from the "
     "boundary snapshots.", 0,
 )  # fmt: skip
+BATCHED = Option(
+    "batched", "boolean", False,
+    "Decided with the fleet: one run per interval (DAG ds2_fleet_<interval>s) collects, validates and decides every "
+    "batched job of that interval and Spark connection at once, and starts the job's own DAG only to approve and "
+    "rescale. The job's DAG then has no schedule of its own (backfills and what-ifs work as before).",
+)  # fmt: skip
 START_DATE = Option("start_date", "date", "2026-01-01", "First interval the job's DAG schedules (ISO date, UTC).")
 TAGS = Option("tags", "strings", (), "Airflow tags of the job's DAGs.")
 # -- collect ------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from autoscaler.collect.flink import collect_epoch_metrics
 from ds2_airflow.hooks.flink import FlinkHook
-from ds2_airflow.runtime import BACKFILL, run_type
+from ds2_airflow.runtime import BACKFILL, FLEET_RUN, fleet_handoff, run_type
 
 
 class FlinkCollectMetricsOperator(BaseOperator):
@@ -66,6 +66,10 @@ class FlinkCollectMetricsOperator(BaseOperator):
         self.epoch_end = epoch_end
 
     def execute(self, context: Any) -> dict[str, Any]:
+        handoff = fleet_handoff(context)
+        if handoff:
+            self.log.info("epoch %s was collected by fleet run %s", handoff["epoch"], handoff[FLEET_RUN])
+            return dict(handoff.get("collected") or {})
         backfill = run_type(context) == BACKFILL
         if self.prometheus_conn_id:
             return self._from_prometheus(backfill)

@@ -32,7 +32,7 @@ from autoscaler.policy import backfill
 from autoscaler.policy.spark.run import StoreRun
 from autoscaler.record.metrics import policy_duration_sample
 from ds2_airflow.metrics import emit
-from ds2_airflow.runtime import BACKFILL, LIVE, WHAT_IF, epoch_for, run_type, safe_run_id, store_root
+from ds2_airflow.runtime import BACKFILL, FLEET_RUN, LIVE, WHAT_IF, epoch_for, fleet_handoff, run_type, safe_run_id, store_root
 
 APPLICATION = PROJECT_ROOT / "spark_jobs" / "ds2_policy.py"
 
@@ -128,6 +128,9 @@ class DS2PolicyOperator(PolicyEngineOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         job = self.job
+        handoff = fleet_handoff(context)
+        if handoff:
+            raise AirflowSkipException(f"epoch {handoff['epoch']} was decided by fleet run {handoff[FLEET_RUN]}")
         epoch = epoch_for(job, context)
         run_id = safe_run_id(context)
         if run_type(context) == LIVE:
