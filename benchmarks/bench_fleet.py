@@ -15,11 +15,15 @@ available) and -> the run finished; and the policy task's duration.
 test-job epoch copied per job), run as the policy task runs it (a client session per job), one
 after the other; server and client CPU and wall time.
 
+``--batched``: the jobs are registered with ``batched: true``: one fleet run per interval
+(``ds2_fleet_<interval>s``) collects, validates and decides them all; latency is read from its
+``decide_jobs`` task, and a fleet run that finishes counts as one run per job it decided.
+
 ``--executor celery``: Airflow as the cluster mode runs it (the CeleryExecutor with two workers on the
 project's Redis broker, conf/airflow/celery.env); Redis counts as the autoscaler's.
 
     .venv/bin/python benchmarks/bench_fleet.py [--jobs 0,1,5,10] [--interval 30] [--epochs 4]
-        [--policy-jobs 100] [--executor local|celery] [--results benchmarks/results/fleet]
+        [--policy-jobs 100] [--executor local|celery] [--batched] [--results benchmarks/results/fleet]
 """
 
 from __future__ import annotations
@@ -137,7 +141,7 @@ class Stack:
         return r.json() if r.content else None
 
 
-def job_entries(n: int, interval: int, start: datetime) -> list[dict[str, Any]]:
+def job_entries(n: int, interval: int, start: datetime, batched: bool = False) -> list[dict[str, Any]]:
     return [
         {
             "name": f"fleet{i}",
@@ -148,6 +152,7 @@ def job_entries(n: int, interval: int, start: datetime) -> list[dict[str, Any]]:
             "policy_interval": f"{interval}s",
             "start_date": start.isoformat(),
             "collect": {"short_window": "5s"},
+            **({"batched": True} if batched else {}),
         }
         for i in range(n)
     ]
@@ -165,7 +170,7 @@ def run_fleet(args: argparse.Namespace, local: Any, work: Path) -> list[dict[str
         client = s.stack.client()
         for n in args.jobs:
             start = datetime.fromtimestamp(math.ceil((time.time() + 40) / args.interval) * args.interval, tz=UTC)
-            entries = job_entries(n, args.interval, start)
+            entries = job_entries(n, args.interval, start, args.batched)
             for e in entries:
                 if client.find_job(e["flink_job_name"]) is None:
                     s.stack.submit([*e["base_args"]])
@@ -198,15 +203,17 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
     """Figures of the runs that finished inside the measured window [t0, t1] (whatever their epoch: a
     fleet that falls behind still finishes runs, late), with the CPU spent in the window."""
     latencies, finished, failed, lag = [], 0, 0, []
-    for i in range(n):
-        dag = f"ds2_fleet{i}"
+    dags = [f"ds2_fleet_{args.interval}s"] if args.batched and n else [f"ds2_fleet{i}" for i in range(n)]
+    per_run = n if args.batched else 1  # a fleet run decides every job's epoch
+    decide, policy = ("decide_jobs", "decide_jobs") if args.batched else ("decide", "policy")
+    for dag in dags:
         runs = s.api("GET", f"/api/v2/dags/{dag}/dagRuns", params={"limit": 200})["dag_runs"]
         for run in runs:
             if not run.get("end_date") or not t0 <= datetime.fromisoformat(run["end_date"]).timestamp() <= t1:
                 continue
             interval_end = datetime.fromisoformat(run["data_interval_end"]).timestamp()
-            finished += 1
-            failed += run["state"] == "failed"
+            finished += per_run
+            failed += per_run if run["state"] == "failed" else 0
             tis = s.api("GET", f"/api/v2/dags/{dag}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]
             by = {t["task_id"]: t for t in tis}
 
@@ -214,10 +221,10 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
                 return datetime.fromisoformat(t).timestamp() - at if t else None
 
             latencies.append({
-                "decision_s": after(by.get("decide", {}).get("end_date")),
+                "decision_s": after(by.get(decide, {}).get("end_date")),
                 "run_s": after(run.get("end_date")),
-                "policy_s": by.get("policy", {}).get("duration"),
-                "policy_state": by.get("policy", {}).get("state"),
+                "policy_s": by.get(policy, {}).get("duration"),
+                "policy_state": by.get(policy, {}).get("state"),
             })  # fmt: skip
         ended = [datetime.fromisoformat(r["data_interval_end"]).timestamp() for r in runs if r.get("end_date")]
         lag.append(t1 - max(ended, default=t0))
@@ -238,6 +245,7 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
         "median_epoch_end_to_decision_s": med("decision_s"), "median_epoch_end_to_run_end_s": med("run_s"),
         "median_policy_task_s": med("policy_s"),
         "policy_tasks_run": sum(1 for x in latencies if x["policy_state"] == "success"),
+        "batched": bool(args.batched),
     }  # fmt: skip
 
 
@@ -309,7 +317,12 @@ def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: arg
             else "Airflow 3.3 LocalExecutor parallelism 4"
         )
         + "); test jobs at 1,000 rec/s, 1 source subtask, no rescale needed; "
-        f"policy interval {args.interval} s; {args.epochs} whole intervals measured per fleet size.",
+        + (
+            "batched: one fleet run per interval decides every job (the policy column is its decide_jobs task); "
+            if args.batched
+            else ""
+        )
+        + f"policy interval {args.interval} s; {args.epochs} whole intervals measured per fleet size.",
         "",
         "| jobs | autoscaler CPU-s per job-epoch | autoscaler cores (Airflow + Spark + PostgreSQL + Redis) "
         "| CPU-s: Airflow / Spark / PostgreSQL / Redis | runs finished / due (failed) | newest finished epoch's lag "
@@ -355,6 +368,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--policy-jobs", type=int, default=100, help="0 skips the policy-alone measurement")
     parser.add_argument("--executor", choices=("local", "celery"), default="local")
+    parser.add_argument("--batched", action="store_true", help="register the jobs with batched: true (the fleet path)")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "fleet"))
     args = parser.parse_args()
     local = load_local()

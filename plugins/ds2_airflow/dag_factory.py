@@ -32,13 +32,15 @@ from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
 from ds2_airflow.operators.policy import DS2PolicyOperator, WhatIfPolicyOperator
 from ds2_airflow.operators.reconcile import ReconcileOperator
 from ds2_airflow.operators.rescale import FlinkRescaleOperator
-from ds2_airflow.runtime import journal_dir, store_root
+from ds2_airflow.runtime import epoch_for, journal_dir, store_root
 from ds2_airflow.scaling import decide_task, record_task, validate_epoch_task, what_if_compare_task
 from ds2_airflow.timetable import FleetMemberTimetable, LateRunsTimetable
 
-EPOCH = "{{ ds2_epoch(data_interval_end or dag_run.run_after) }}"
-EPOCH_START = "{{ ds2_epoch_start(ds2_epoch(data_interval_end or dag_run.run_after)) }}"
-EPOCH_END = "{{ ds2_epoch_start(ds2_epoch(data_interval_end or dag_run.run_after) + 1) }}"
+# The run's epoch as its tasks compute it (ds2_airflow.runtime.epoch_for): handed over by a fleet run,
+# else closed by the run's data interval (a run triggered without one: its run_after).
+EPOCH = "{{ ds2_run_epoch(dag_run) }}"
+EPOCH_START = "{{ ds2_epoch_start(ds2_run_epoch(dag_run)) }}"
+EPOCH_END = "{{ ds2_epoch_start(ds2_run_epoch(dag_run) + 1) }}"
 
 
 def _doc(job: JobConfig) -> str:
@@ -79,7 +81,10 @@ def scaling_dag(job: JobConfig) -> DAG:
         max_active_runs=1,
         default_args={"owner": "ds2", **retry},
         dagrun_timeout=max(job.interval * 10, timedelta(minutes=30)) + (job.approval.timeout or timedelta(days=7)),
-        user_defined_macros={"ds2_epoch": job.epoch_of, "ds2_epoch_start": lambda e: job.epoch_start(int(e)).isoformat()},
+        user_defined_macros={
+            "ds2_run_epoch": lambda dag_run: epoch_for(job, {"dag_run": dag_run}),
+            "ds2_epoch_start": lambda e: job.epoch_start(int(e)).isoformat(),
+        },
         tags=["ds2", job.name, *job.tags],
         doc_md=_doc(job),
     ) as dag:

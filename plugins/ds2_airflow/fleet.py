@@ -73,6 +73,12 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
     epoch = members[0].epoch_of(interval_end(context))
     run_id, root = safe_run_id(context), store_root()
     due = [interval.JobEpoch(job, epoch) for job in members if job.epoch_start(epoch) >= job.start_date]
+    ti = context["ti"]
+    for item in due:
+        # A job whose own run is approving or rescaling is not measured meanwhile (its window would span the
+        # restart): the per-job path's max_active_runs=1 gives the same, by queueing the epoch behind it.
+        if ti.get_dr_count(dag_id=item.job.dag_id, states=["queued", "running"]):
+            item.hold(f"its DAG {item.job.dag_id} has a run approving or rescaling it; the epoch is not measured")
     connections = _connections(due)
     interval.collect_all(due, lambda job: FlinkRestClient(connections[job.flink_conn_id]), root)
     interval.validate_all(due, root, docs_dir(), run_id)
@@ -109,9 +115,10 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
         row = interval.record(item, root, f"{run_id}.{job.name}")
         metrics_and_alerts(job, epoch, row["outcome"], context)
         log.info("%s epoch %d: %s — %s", job.name, epoch, row["outcome"], row["message"])
-    context["ti"].xcom_push(key="verdicts", value=[item.verdict() for item in due])
-    log.info("epoch %d: %d jobs due, %d decided, %d to act on, %d failed", epoch, len(due),
-             sum(1 for i in due if i.plan), len(to_act), sum(1 for i in due if i.failed))  # fmt: skip
+    ti.xcom_push(key="verdicts", value=[item.verdict() for item in due])
+    log.info("epoch %d: %d jobs due, %d decided, %d held, %d to act on, %d failed", epoch, len(due),
+             sum(1 for i in due if i.plan), sum(1 for i in due if i.held), len(to_act),
+             sum(1 for i in due if i.failed))  # fmt: skip
     return to_act
 
 

@@ -174,7 +174,14 @@ def test_a_job_read_from_prometheus_collects_at_its_epochs_boundaries(monkeypatc
     collect = bag.dags["ds2_viaprom"].task_dict["collect"]
     assert collect.prometheus_conn_id == "prom_flink" and bag.dags["ds2_plain"].task_dict["collect"].prometheus_conn_id is None
     macros = bag.dags["ds2_viaprom"].user_defined_macros
-    epoch = macros["ds2_epoch"](datetime(2026, 11, 25, 12, 1, tzinfo=UTC))
+    from types import SimpleNamespace
+
+    scheduled = SimpleNamespace(conf={}, data_interval_end=datetime(2026, 11, 25, 12, 1, tzinfo=UTC), run_after=None)
+    epoch = macros["ds2_run_epoch"](scheduled)
+    # A run triggered without a data interval (Airflow 3 leaves data_interval_end out of the context): its run_after.
+    assert (
+        macros["ds2_run_epoch"](SimpleNamespace(conf={}, data_interval_end=None, run_after=scheduled.data_interval_end)) == epoch
+    )
     assert macros["ds2_epoch_start"](epoch) == "2026-11-25T12:00:00+00:00"
     assert macros["ds2_epoch_start"](epoch + 1) == "2026-11-25T12:01:00+00:00"
     assert "epoch_start" in collect.template_fields and "ds2_epoch_start" in collect.epoch_end
@@ -215,14 +222,15 @@ def test_batched_jobs_are_decided_by_one_fleet_dag_per_interval(monkeypatch, tmp
 
 
 def test_a_fleet_started_run_takes_its_epoch_from_the_fleet_run():
+    from datetime import timedelta
     from types import SimpleNamespace
 
-    from autoscaler.config.jobs import JobConfig
+    from autoscaler.config.jobs import JobConfig, JobDeployment
     from ds2_airflow.runtime import epoch_for, fleet_handoff
 
-    job = JobConfig.__new__(JobConfig)
-    object.__setattr__(job, "interval", __import__("datetime").timedelta(seconds=30))
-    late = {"dag_run": SimpleNamespace(conf={"fleet_run": "scheduled__x", "epoch": 7}, run_after=datetime(2026, 1, 1, tzinfo=UTC))}
+    job = JobConfig("j", "flink-j", JobDeployment.__new__(JobDeployment), interval=timedelta(seconds=30))
+    handed = {"fleet_run": "scheduled__x", "epoch": 7}
+    late = {"dag_run": SimpleNamespace(conf=handed, run_after=datetime(2026, 1, 1, tzinfo=UTC))}
     assert epoch_for(job, late) == 7
     own = {"dag_run": SimpleNamespace(conf={}, run_after=datetime.fromtimestamp(300, tz=UTC), data_interval_end=None)}
     assert fleet_handoff(own) is None and epoch_for(job, own) == 9

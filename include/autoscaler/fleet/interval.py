@@ -49,6 +49,7 @@ class JobEpoch:
     plan: ScalingPlan | None = None
     failed: str | None = None  # the stage that failed: collect, validate, policy or decide
     error: str | None = None  # its one-line reason
+    held: str | None = None  # why the job is not decided this interval although nothing failed
 
     @property
     def name(self) -> str:
@@ -56,7 +57,12 @@ class JobEpoch:
 
     @property
     def alive(self) -> bool:
-        return self.failed is None
+        return self.failed is None and self.held is None
+
+    def hold(self, reason: str) -> None:
+        """Leave the job out of this interval, with the reason (its own run is acting on it, say)."""
+        self.held = reason
+        log.info("%s epoch %d: not decided: %s", self.name, self.epoch, reason)
 
     def fail(self, stage: str, error: BaseException | str) -> None:
         self.failed, self.error = stage, (str(error).strip().splitlines() or [type(error).__name__])[0]
@@ -65,7 +71,7 @@ class JobEpoch:
     def verdict(self) -> dict[str, Any]:
         """The job's result for the run's log and XCom."""
         plan = self.plan
-        return {"job": self.name, "epoch": self.epoch, "failed": self.failed, "error": self.error,
+        return {"job": self.name, "epoch": self.epoch, "failed": self.failed, "error": self.error, "held": self.held,
                 "action": plan.action if plan else None, "summary": plan.summary if plan else None}  # fmt: skip
 
 
@@ -190,7 +196,7 @@ def decide_all(
 def record(item: JobEpoch, store_root: str | Path, action_id: str) -> dict[str, Any]:
     """The ACTIONS row of a job the fleet run settles itself: no change, a recommendation, or a failure."""
     plan = item.plan
-    message = f"{item.failed} failed: {item.error}" if item.failed else None
+    message = f"{item.failed} failed: {item.error}" if item.failed else item.held
     run = outcomes.EpochRun(
         action_id=action_id,
         mechanism=item.job.mechanism,
