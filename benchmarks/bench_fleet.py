@@ -19,11 +19,15 @@ after the other; server and client CPU and wall time.
 (``ds2_fleet_<interval>s``) collects, validates and decides them all; latency is read from its
 ``decide_jobs`` task, and a fleet run that finishes counts as one run per job it decided.
 
+``--replay``: the jobs are served by the Flink REST replay (``benchmarks/flink_replay.py``: the
+counters recorded from the real test job, advancing with time) instead of running on Flink, for
+fleets larger than this machine's Flink holds. Its CPU is the workload's, like Flink's: not counted.
+
 ``--executor celery``: Airflow as the cluster mode runs it (the CeleryExecutor with two workers on the
 project's Redis broker, conf/airflow/celery.env); Redis counts as the autoscaler's.
 
     .venv/bin/python benchmarks/bench_fleet.py [--jobs 0,1,5,10] [--interval 30] [--epochs 4]
-        [--policy-jobs 100] [--executor local|celery] [--batched] [--results benchmarks/results/fleet]
+        [--policy-jobs 100] [--executor local|celery] [--batched] [--replay] [--results benchmarks/results/fleet]
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ class Stack:
         return r.json() if r.content else None
 
 
-def job_entries(n: int, interval: int, start: datetime, batched: bool = False) -> list[dict[str, Any]]:
+def job_entries(n: int, interval: int, start: datetime, batched: bool = False, replay: bool = False) -> list[dict[str, Any]]:
     return [
         {
             "name": f"fleet{i}",
@@ -153,6 +157,7 @@ def job_entries(n: int, interval: int, start: datetime, batched: bool = False) -
             "start_date": start.isoformat(),
             "collect": {"short_window": "5s"},
             **({"batched": True} if batched else {}),
+            **({"flink_conn_id": "flink_replay"} if replay else {}),
         }
         for i in range(n)
     ]
@@ -163,21 +168,30 @@ def run_fleet(args: argparse.Namespace, local: Any, work: Path) -> list[dict[str
     s = Stack(local, work, args.executor)
     results = []
     (work / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": []}))
+    replay: subprocess.Popen | None = None
+    if args.replay:
+        replay_port = local.free_port(18091)
+        conn = {"conn_type": "flink", "host": "127.0.0.1", "port": replay_port, "extra": {"timeout": 30}}
+        s.stack.env.update({"AIRFLOW_CONN_FLINK_REPLAY": json.dumps(conn), "DS2_REPLAY_PORT": str(replay_port)})
     try:
-        s.stack.flink_up()
+        if not args.replay:
+            s.stack.flink_up()
         s.stack.spark_up()
         s.stack.airflow_up()
         client = s.stack.client()
         for n in args.jobs:
             start = datetime.fromtimestamp(math.ceil((time.time() + 40) / args.interval) * args.interval, tz=UTC)
-            entries = job_entries(n, args.interval, start, args.batched)
-            for e in entries:
-                if client.find_job(e["flink_job_name"]) is None:
-                    s.stack.submit([*e["base_args"]])
-            for i in range(n, max(args.jobs)):  # jobs of a larger fleet measured before: stop them
-                job = client.find_job(f"ds2-fleet-{i}")
-                if job is not None:
-                    client.cancel(job.id)
+            entries = job_entries(n, args.interval, start, args.batched, args.replay)
+            if args.replay:
+                replay = start_replay(s, n, replay)
+            else:
+                for e in entries:
+                    if client.find_job(e["flink_job_name"]) is None:
+                        s.stack.submit([*e["base_args"]])
+                for i in range(n, max(args.jobs)):  # jobs of a larger fleet measured before: stop them
+                    job = client.find_job(f"ds2-fleet-{i}")
+                    if job is not None:
+                        client.cancel(job.id)
             (work / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": entries}, sort_keys=False))
             # Each job's one-slot pool, as after registering jobs in a running deployment.
             bootstrap = 'eval "$(scripts/airflow.sh env)" && python -m ds2_airflow.bootstrap'
@@ -194,9 +208,31 @@ def run_fleet(args: argparse.Namespace, local: Any, work: Path) -> list[dict[str
             results.append(measure(s, n, args, t0, t1, {k: c1[k] - c0.get(k, 0.0) for k in c1}))
             print(json.dumps(results[-1]), flush=True)
     finally:
+        if replay is not None:
+            replay.terminate()
+            replay.wait(30)
         s.stack.down()
         subprocess.run([str(ROOT / "scripts" / "redis.sh"), "down"], cwd=ROOT, env=s.stack.env, check=False)
     return results
+
+
+def start_replay(s: Stack, n: int, running: subprocess.Popen | None) -> subprocess.Popen:
+    """The Flink REST replay serving ``n`` jobs (a fleet size measured before is replaced)."""
+    if running is not None:
+        running.terminate()
+        running.wait(30)
+    port = s.stack.env["DS2_REPLAY_PORT"]
+    args = [sys.executable, str(ROOT / "benchmarks" / "flink_replay.py"), "serve", "--jobs", str(n), "--port", port]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/overview", timeout=2).ok:
+                return proc
+        except requests.RequestException:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"the Flink REST replay did not answer on port {port} within 30 s")
 
 
 def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cpu: dict[str, float]) -> dict:
@@ -369,6 +405,7 @@ def main() -> None:
     parser.add_argument("--policy-jobs", type=int, default=100, help="0 skips the policy-alone measurement")
     parser.add_argument("--executor", choices=("local", "celery"), default="local")
     parser.add_argument("--batched", action="store_true", help="register the jobs with batched: true (the fleet path)")
+    parser.add_argument("--replay", action="store_true", help="serve the jobs from the Flink REST replay, not Flink")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "fleet"))
     args = parser.parse_args()
     local = load_local()
