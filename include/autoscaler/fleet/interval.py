@@ -142,21 +142,24 @@ def collect_all(epochs: Iterable[JobEpoch], client_for: Callable[[JobConfig], Fl
 
 
 def validate_all(epochs: Iterable[JobEpoch], store_root: str | Path, docs_dir: Path | None, run_id: str) -> None:
-    """Validate every collected epoch (quarantine on failure, verdicts recorded), in this process."""
+    """Validate every collected epoch (quarantine on failure, verdicts recorded), in this process; the
+    Data Docs pages of all of them are built once, at the end (one site index build, not one per job)."""
     from autoscaler.validate import validate_epoch
+    from autoscaler.validate.gxrun import one_docs_build
 
-    for item in epochs:
-        if not item.alive:
-            continue
-        try:
-            config = validation_config(item.job, item.epoch, item.collected.get("window_s"), store_root)
-            result = validate_epoch(store_root, item.name, item.epoch, config, docs_dir=docs_dir, run_id=run_id)
-        except Exception as exc:
-            item.fail("validate", exc)
-            continue
-        item.validation = {"decidable": result.decidable, "summary": result.summary(), "docs": list(result.docs_pages)}
-        if not result.success:
-            item.fail("validate", result.summary())
+    with one_docs_build(docs_dir):
+        for item in epochs:
+            if not item.alive:
+                continue
+            try:
+                config = validation_config(item.job, item.epoch, item.collected.get("window_s"), store_root)
+                result = validate_epoch(store_root, item.name, item.epoch, config, docs_dir=docs_dir, run_id=run_id)
+            except Exception as exc:
+                item.fail("validate", exc)
+                continue
+            item.validation = {"decidable": result.decidable, "summary": result.summary(), "docs": list(result.docs_pages)}
+            if not result.success:
+                item.fail("validate", result.summary())
 
 
 def policy_all(spark: Any, epochs: Iterable[JobEpoch], store_root: str | Path, run_id: str) -> None:

@@ -13,6 +13,8 @@ disk next to the site, in ``<docs>/.gx-results/``; suites, definitions and check
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ RESULTS_FOLDER = ".gx-results"
 INDEX_LIMIT = 500  # validation runs listed on the Data Docs index page (older pages stay on disk)
 _CONTEXTS: dict[str, Any] = {}
 _LOCK = threading.Lock()
+_DEFERRED: dict[str, list[Any]] = {}  # docs folder -> results whose pages one_docs_build() builds at its end
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ def run_suite(
         validation = _replace(
             ctx.validation_definitions, vd_name, gx.ValidationDefinition(name=vd_name, data=definition, suite=suite)
         )
-        actions = [gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=[SITE])] if docs_dir else []
+        deferred = _DEFERRED.get(str(docs_dir.resolve())) if docs_dir else None
+        actions = [gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=[SITE])] if docs_dir and deferred is None else []
         checkpoint = _replace(
             ctx.checkpoints,
             vd_name,
@@ -124,9 +128,35 @@ def run_suite(
     (identifier, result), *_ = outcome.run_results.items()
     page = None
     if docs_dir is not None:
-        urls = ctx.get_docs_sites_urls(resource_identifier=identifier, site_name=SITE)
+        if deferred is not None:
+            with _LOCK:
+                deferred.append(identifier)
+        urls = ctx.get_docs_sites_urls(resource_identifier=identifier, site_name=SITE, only_if_exists=deferred is None)
         page = urls[0]["site_url"].removeprefix("file://") if urls else None
     return SuiteRun(result=result, docs_page=page)
+
+
+@contextmanager
+def one_docs_build(docs_dir: Path | None) -> Iterator[None]:
+    """Validate many epochs or jobs, then build their Data Docs pages and the index once, at the end.
+
+    Each checkpoint's own docs action rebuilds the site index: for a fleet's interval that was a third
+    of the validation's time. Within this block the checkpoints skip it; the pages are named as they will
+    be, and built (all of them, one index) when the block ends, also when it ends with an error.
+    """
+    if docs_dir is None:
+        yield
+        return
+    key = str(docs_dir.resolve())
+    with _LOCK:
+        _DEFERRED[key] = []
+    try:
+        yield
+    finally:
+        with _LOCK:
+            identifiers = _DEFERRED.pop(key, [])
+        if identifiers:
+            context(docs_dir).build_data_docs(site_names=[SITE], resource_identifiers=identifiers, build_index=True)
 
 
 def docs_index(docs_dir: Path) -> Path:
