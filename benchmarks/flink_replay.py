@@ -88,6 +88,7 @@ class Replay:
         self.started = time.time()
         first, second = recording["readings"]
         self.span = second["at"] - first["at"]
+        _time_shares(first, second, self.span)
         self.names = {self.job_id(k): f"{prefix}-{k}" for k in range(jobs)}
         self.start_ms = int(self.started * 1000)
 
@@ -128,6 +129,28 @@ class Replay:
             return [{"id": n} for n in self.rec["metric_names"].get(vid, [])]
         values = {m["id"]: m for m in self.rec["readings"][1]["metrics"].get(f"{vid}/{subtask}", [])}
         return [values[n] for n in wanted if n in values]
+
+
+TIMES = ("accumulated-busy-time", "accumulated-idle-time", "accumulated-backpressured-time")
+
+
+def _time_shares(first: dict[str, Any], second: dict[str, Any], span: float) -> None:
+    """Make each subtask's busy, idle and back-pressured time add up to the wall time between the readings.
+
+    Flink refreshes these gauges on its own cadence, so two readings 10 s apart can differ by 5 or 20 s
+    of accounted time; advanced at that rate, every replayed window would fail validation. The shares
+    between the three are kept: they are what the recording says about the job.
+    """
+    for vid, vertex in second["vertices"].items():
+        before = {s["subtask"]: s.get("metrics", {}) for s in first["vertices"][vid]["subtasks"]}
+        for sub in vertex["subtasks"]:
+            now, was = sub.get("metrics", {}), before.get(sub["subtask"], {})
+            moved = {t: float(now.get(t, 0)) - float(was.get(t, 0)) for t in TIMES}
+            total = sum(moved.values())
+            if total <= 0:
+                continue
+            for t in TIMES:
+                now[t] = float(was.get(t, 0)) + moved[t] * span * 1000.0 / total
 
 
 def handler(replay: Replay) -> type[BaseHTTPRequestHandler]:

@@ -142,21 +142,33 @@ def collect_all(epochs: Iterable[JobEpoch], client_for: Callable[[JobConfig], Fl
 
 
 def validate_all(epochs: Iterable[JobEpoch], store_root: str | Path, docs_dir: Path | None, run_id: str) -> None:
-    """Validate every collected epoch (quarantine on failure, verdicts recorded), in this process; the
-    Data Docs pages of all of them are built once, at the end (one site index build, not one per job)."""
-    from autoscaler.validate import validate_epoch
-    from autoscaler.validate.gxrun import one_docs_build
+    """Validate every collected epoch in one GX run per group of jobs sharing their thresholds
+    (:mod:`autoscaler.validate.fleet`); a failed epoch is quarantined, every verdict recorded."""
+    from autoscaler.validate.fleet import validate_fleet_epoch
 
-    with one_docs_build(docs_dir):
-        for item in epochs:
-            if not item.alive:
-                continue
-            try:
-                config = validation_config(item.job, item.epoch, item.collected.get("window_s"), store_root)
-                result = validate_epoch(store_root, item.name, item.epoch, config, docs_dir=docs_dir, run_id=run_id)
-            except Exception as exc:
+    items = [item for item in epochs if item.alive]
+    configs = {}
+    for item in items:
+        try:
+            configs[item.name] = validation_config(item.job, item.epoch, item.collected.get("window_s"), store_root)
+        except Exception as exc:
+            item.fail("validate", exc)
+    by_epoch: dict[int, list[JobEpoch]] = {}
+    for item in items:
+        if item.alive:
+            by_epoch.setdefault(item.epoch, []).append(item)
+    for epoch, group in by_epoch.items():
+        try:
+            results, errors = validate_fleet_epoch(store_root, epoch, {i.name: configs[i.name] for i in group}, docs_dir, run_id)
+        except Exception as exc:  # GX itself failed: every job of the batch is undecided, each says why
+            for item in group:
                 item.fail("validate", exc)
+            continue
+        for item in group:
+            if item.name in errors:
+                item.fail("validate", errors[item.name])
                 continue
+            result = results[item.name]
             item.validation = {"decidable": result.decidable, "summary": result.summary(), "docs": list(result.docs_pages)}
             if not result.success:
                 item.fail("validate", result.summary())

@@ -108,22 +108,40 @@ def _run(
     pages = tuple(r.docs_page for r in runs if r.docs_page)
     now = datetime.now(UTC)
     out = {}
-    rank = {rule: i for i, rule in enumerate(RULES)}
     for epoch in epochs:
-        found = sorted(per_epoch[epoch], key=lambda f: rank.get(f.rule, len(rank)))  # stable: suite order within a rule
-        out[epoch] = EpochValidation(
-            job=job,
-            epoch=epoch,
-            engine=engine,
-            rows=counts.get(epoch, 0),
-            evaluated=evaluated,
-            failures=tuple(f for f in found if f.severity == "critical"),
-            warnings=tuple(f for f in found if f.severity != "critical"),
-            validated_at=now,
-            docs_pages=pages,
-            thresholds=config.for_epoch((intervals or {}).get(epoch)).thresholds(),
+        thresholds = config.for_epoch((intervals or {}).get(epoch)).thresholds()
+        out[epoch] = epoch_validation(
+            job, epoch, engine, counts.get(epoch, 0), evaluated, per_epoch[epoch], now, pages, thresholds
         )
     return out
+
+
+def epoch_validation(
+    job: str,
+    epoch: int,
+    engine: str,
+    rows: int,
+    evaluated: int,
+    failures: Sequence[Failure],
+    validated_at: datetime,
+    pages: tuple[str, ...],
+    thresholds: dict[str, Any],
+) -> EpochValidation:
+    """One epoch's verdict from the failures charged to it: critical ones fail it, the others warn."""
+    rank = {rule: i for i, rule in enumerate(RULES)}
+    found = sorted(failures, key=lambda f: rank.get(f.rule, len(rank)))  # stable: suite order within a rule
+    return EpochValidation(
+        job=job,
+        epoch=epoch,
+        engine=engine,
+        rows=rows,
+        evaluated=evaluated,
+        failures=tuple(f for f in found if f.severity == "critical"),
+        warnings=tuple(f for f in found if f.severity != "critical"),
+        validated_at=validated_at,
+        docs_pages=pages,
+        thresholds=thresholds,
+    )
 
 
 def _epochs(found: Sequence[Any], given: Sequence[int] | None) -> list[int]:

@@ -1,4 +1,4 @@
-"""From GX's validation results to :class:`Failure` objects per epoch.
+"""From GX's validation results to :class:`Failure` objects per epoch (or per job, for a fleet's batch).
 
 The suites run once over a whole batch (one epoch, or a backfill range); the offending rows of a
 row-wise expectation come back with their (epoch, operator, instance) -- the result format's
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -42,7 +42,20 @@ def plain(value: Any) -> Any:
 
 def failures_by_epoch(results: Iterable[Any], epochs: list[int], names: Mapping[str, str], single: bool) -> tuple[PerEpoch, int]:
     """Failed expectations of one suite result, charged to epochs; also the number evaluated."""
-    out: PerEpoch = defaultdict(list)
+    return _charge(results, epochs, lambda row: row.get("epoch"), names, single)
+
+
+def failures_by_job(
+    results: Iterable[Any], jobs: Sequence[str], names: Mapping[str, str]
+) -> tuple[dict[str, list[Failure]], int]:
+    """Failed expectations of a fleet batch (one epoch of many jobs), charged to the jobs they concern."""
+    return _charge(results, list(jobs), lambda row: row.get("job"), names, single=False)
+
+
+def _charge(
+    results: Iterable[Any], keys: list[Any], key_of: Callable[[dict[str, Any]], Hashable], names: Mapping[str, str], single: bool
+) -> tuple[dict[Any, list[Failure]], int]:
+    out: dict[Any, list[Failure]] = defaultdict(list)
     evaluated = 0
     for r in results:
         evaluated += 1
@@ -62,18 +75,16 @@ def failures_by_epoch(results: Iterable[Any], epochs: list[int], names: Mapping[
         index = result.get("unexpected_index_list")
         if (message := _exception(r.exception_info)) is not None:
             failure = Failure(**base, unexpected_count=None, element_count=None, detail=f"could not be evaluated: {message}")
-            for e in epochs:
-                out[e].append(failure)
+            for k in keys:
+                out[k].append(failure)
         elif isinstance(index, list) and len(index) >= (result.get("unexpected_count") or 0):
-            for epoch, offenders in _offenders(index, epochs, names).items():
+            for key, offenders in _offenders(index, keys, key_of, names).items():
                 count = result.get("element_count") if single else None
-                out[epoch].append(
-                    Failure(**base, unexpected_count=len(offenders), element_count=count, offenders=tuple(offenders))
-                )
+                out[key].append(Failure(**base, unexpected_count=len(offenders), element_count=count, offenders=tuple(offenders)))
         else:
             failure = Failure(**base, unexpected_count=None, element_count=None, detail=_table_detail(result))
-            for e in epochs:
-                out[e].append(failure)
+            for k in keys:
+                out[k].append(failure)
     return out, evaluated
 
 
@@ -92,9 +103,11 @@ def _exception(info: Any) -> str | None:
     return None
 
 
-def _offenders(index: list[dict[str, Any]], epochs: list[int], names: Mapping[str, str]) -> dict[int, list[Offender]]:
-    """Offending rows grouped by epoch; a row without an epoch concerns every epoch."""
-    grouped: dict[int, list[Offender]] = defaultdict(list)
+def _offenders(
+    index: list[dict[str, Any]], keys: list[Any], key_of: Callable[[dict[str, Any]], Hashable], names: Mapping[str, str]
+) -> dict[Any, list[Offender]]:
+    """Offending rows grouped by key (epoch, or job); a row without a known key concerns every key."""
+    grouped: dict[Any, list[Offender]] = defaultdict(list)
     for raw in index:
         row = {k: plain(v) for k, v in raw.items()} if isinstance(raw, dict) else {"value": plain(raw)}
         epoch = row.get("epoch")
@@ -103,10 +116,11 @@ def _offenders(index: list[dict[str, Any]], epochs: list[int], names: Mapping[st
             epoch=epoch if isinstance(epoch, int) else None,
             operator=names.get(op, op) if isinstance(op, str) else None,
             instance=row.get("instance") if isinstance(row.get("instance"), int) else None,
-            values={k: v for k, v in row.items() if k not in INDEX_COLUMNS},
+            values={k: v for k, v in row.items() if k not in INDEX_COLUMNS and k != "job"},
         )
-        for e in [epoch] if isinstance(epoch, int) and epoch in epochs else epochs:
-            grouped[e].append(offender)
+        key = key_of(row)
+        for k in [key] if key is not None and key in keys else keys:
+            grouped[k].append(offender)
     return grouped
 
 

@@ -14,7 +14,7 @@ policy records it as ``warmup`` with no change (see :attr:`EpochValidation.decid
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from great_expectations.expectations.row_conditions import Column
 from autoscaler.store.schemas import METRICS
 from autoscaler.validate.config import ValidationConfig
 from autoscaler.validate.expectations import ExpectColumnPairRatioToBeBetween
-from autoscaler.validate.view import DERIVED, SLOT_COLUMNS
+from autoscaler.validate.view import DERIVED, FLEET_DERIVED, SLOT_COLUMNS
 
 SUITE_VERSION = 2  # bump when a rule changes meaning: the version goes into every validation record
 
@@ -86,9 +86,15 @@ def _stamp(rule: str, description: str, **extra: Any) -> dict[str, Any]:
     return {"meta": meta, "description": description, "severity": r.severity, "catch_exceptions": True}
 
 
-def _metrics_expectations(config: ValidationConfig, epochs: tuple[int, int], job: str) -> Iterator[gxe.Expectation]:
+def _metrics_expectations(
+    config: ValidationConfig, epochs: tuple[int, int], job: str, fleet: Sequence[str] = ()
+) -> Iterator[gxe.Expectation]:
+    """The metrics suite. ``fleet``: the jobs of one batch (one epoch of many jobs, each with its own
+    topology and window): the checks that name one job's topology or window read per-row columns instead
+    (``topology_parallelism``, ``expected_window_ms``); every other threshold is the config's, shared."""
     topo = config.topology
-    view_columns = [*METRICS.names, *DERIVED]
+    view_columns = [*METRICS.names, *DERIVED, *(FLEET_DERIVED if fleet else ())]
+    jobs = list(fleet) or [job]
     yield gxe.ExpectTableColumnsToMatchSet(
         column_set=view_columns,
         exact_match=True,
@@ -101,7 +107,9 @@ def _metrics_expectations(config: ValidationConfig, epochs: tuple[int, int], job
     for c in METRICS.columns:
         if not c.nullable and c.name not in RATES:
             yield gxe.ExpectColumnValuesToNotBeNull(column=c.name, **_stamp("keys_not_null", f"{c.name} is never null"))
-    yield gxe.ExpectColumnValuesToBeInSet(column="job", value_set=[job], **_stamp("keys_match", f"job is {job!r}"))
+    yield gxe.ExpectColumnValuesToBeInSet(
+        column="job", value_set=jobs, **_stamp("keys_match", f"job is {job!r}" if not fleet else "job is one of the batch's")
+    )
     first, last = epochs
     yield gxe.ExpectColumnValuesToBeBetween(
         column="epoch", min_value=first, max_value=last, **_stamp("keys_match", f"epoch is within {first}..{last}")
@@ -146,7 +154,16 @@ def _metrics_expectations(config: ValidationConfig, epochs: tuple[int, int], job
     yield gxe.ExpectColumnValuesToBeBetween(
         column="window_ms", min_value=0, strict_min=True, **_stamp("window_positive", "window_end - window_start > 0")
     )
-    if config.window_s is not None:
+    if fleet:
+        low_w, high_w = 1 - config.window_tolerance, 1 + config.window_tolerance
+        yield ExpectColumnPairRatioToBeBetween(
+            column_A="window_ms",
+            column_B="expected_window_ms",
+            min_ratio=low_w,
+            max_ratio=high_w,
+            **_stamp("window_length", f"the window lasts the job's measured window +/- {config.window_tolerance:.0%}"),
+        )
+    elif config.window_s is not None:
         lo_ms = config.window_s * 1000 * (1 - config.window_tolerance)
         hi_ms = config.window_s * 1000 * (1 + config.window_tolerance)
         yield gxe.ExpectColumnValuesToBeBetween(
@@ -161,32 +178,41 @@ def _metrics_expectations(config: ValidationConfig, epochs: tuple[int, int], job
 
     # completeness (the missing-instance rule runs on the slots batch)
     yield gxe.ExpectCompoundColumnsToBeUnique(
-        column_list=["epoch", "operator_id", "instance"], **_stamp("instances_unique", "one row per (epoch, operator, instance)")
+        column_list=[*(["job"] if fleet else []), "epoch", "operator_id", "instance"],
+        **_stamp("instances_unique", "one row per (epoch, operator, instance)" + (" of each job" if fleet else "")),
     )
-    yield gxe.ExpectColumnValuesToBeInSet(
-        column="operator_id",
-        value_set=list(topo.order),
-        **_stamp("operators_known", "operator_id is one of " + ", ".join(topo.order)),
-    )
+    if fleet:  # each row's own topology: a known operator has a parallelism there
+        yield gxe.ExpectColumnValuesToNotBeNull(
+            column="topology_parallelism", **_stamp("operators_known", "operator_id is one of the job's topology")
+        )
+    else:
+        yield gxe.ExpectColumnValuesToBeInSet(
+            column="operator_id",
+            value_set=list(topo.order),
+            **_stamp("operators_known", "operator_id is one of " + ", ".join(topo.order)),
+        )
     yield gxe.ExpectColumnValuesToBeBetween(column="instance", min_value=1, **_stamp("instance_in_range", "instance is >= 1"))
     yield gxe.ExpectColumnPairValuesAToBeGreaterThanB(
         column_A="topology_parallelism",
         column_B="instance",
         or_equal=True,
         ignore_row_if="either_value_is_missing",
-        **_stamp("instance_in_range", "instance is <= the operator's parallelism (" + _parallelism(config) + ")"),
+        **_stamp("instance_in_range", "instance is <= the operator's parallelism (" + _parallelism(config, fleet) + ")"),
     )
     yield gxe.ExpectColumnPairValuesToBeEqual(
         column_A="parallelism",
         column_B="topology_parallelism",
         ignore_row_if="either_value_is_missing",
-        **_stamp("topology_matches", "parallelism is the topology's (" + _parallelism(config) + ")"),
+        **_stamp("topology_matches", "parallelism is the topology's (" + _parallelism(config, fleet) + ")"),
     )
     yield gxe.ExpectColumnPairValuesToBeEqual(
         column_A="is_source",
         column_B="topology_is_source",
         ignore_row_if="either_value_is_missing",
-        **_stamp("topology_matches", "is_source agrees with the topology (sources: " + ", ".join(topo.sources) + ")"),
+        **_stamp(
+            "topology_matches",
+            "is_source agrees with the topology (sources: " + ("the job's" if fleet else ", ".join(topo.sources)) + ")",
+        ),
     )
 
     # consistency
@@ -245,14 +271,17 @@ def _metrics_expectations(config: ValidationConfig, epochs: tuple[int, int], job
     )
 
 
-def _parallelism(config: ValidationConfig) -> str:
+def _parallelism(config: ValidationConfig, fleet: Sequence[str] = ()) -> str:
+    if fleet:
+        return "the job's topology"
     ops = config.topology.operators
     return ", ".join(f"{ops[o].name} {ops[o].parallelism}" for o in config.topology.order)
 
 
-def _slots_expectations() -> Iterator[gxe.Expectation]:
+def _slots_expectations(fleet: Sequence[str] = ()) -> Iterator[gxe.Expectation]:
+    columns = [*SLOT_COLUMNS, *(["job"] if fleet else [])]
     yield gxe.ExpectTableColumnsToMatchSet(
-        column_set=list(SLOT_COLUMNS), exact_match=True, **_stamp("instances_present", "the slot grid is well-formed")
+        column_set=columns, exact_match=True, **_stamp("instances_present", "the slot grid is well-formed")
     )
     yield gxe.ExpectColumnValuesToBeBetween(
         column="rows", min_value=1, **_stamp("instances_present", "every (epoch, operator, instance) of the topology has a row")
@@ -263,10 +292,16 @@ def suite_names(job: str) -> tuple[str, str]:
     return f"ds2-metrics.{job}", f"ds2-slots.{job}"
 
 
-def build_suites(config: ValidationConfig, job: str, epochs: tuple[int, int]) -> tuple[gx.ExpectationSuite, gx.ExpectationSuite]:
-    """The (metrics, slots) suites for one job and an inclusive epoch range, from ``config``."""
+def build_suites(
+    config: ValidationConfig, job: str, epochs: tuple[int, int], fleet: Sequence[str] = ()
+) -> tuple[gx.ExpectationSuite, gx.ExpectationSuite]:
+    """The (metrics, slots) suites for one job and an inclusive epoch range, from ``config``.
+
+    ``fleet``: the suites of a batch of many jobs' epoch instead, named ``job`` (see :func:`_metrics_expectations`).
+    """
     meta = {"suite_version": SUITE_VERSION, "thresholds": config.thresholds()}
     metrics_name, slots_name = suite_names(job)
-    metrics = gx.ExpectationSuite(name=metrics_name, expectations=list(_metrics_expectations(config, epochs, job)), meta=meta)
-    slots = gx.ExpectationSuite(name=slots_name, expectations=list(_slots_expectations()), meta=meta)
+    expectations = list(_metrics_expectations(config, epochs, job, fleet))
+    metrics = gx.ExpectationSuite(name=metrics_name, expectations=expectations, meta=meta)
+    slots = gx.ExpectationSuite(name=slots_name, expectations=list(_slots_expectations(fleet)), meta=meta)
     return metrics, slots

@@ -46,6 +46,8 @@ DERIVED = {
     "topology_parallelism": "parallelism of the row's operator in the topology (null: unknown operator)",
     "topology_is_source": "whether the topology has the row's operator as a source (null: unknown operator)",
 }
+# A fleet's batch (one epoch of many jobs, :mod:`autoscaler.validate.fleet`) adds what differs per job.
+FLEET_DERIVED = {"expected_window_ms": "the window the job's collection measured, in ms"}
 SLOT_COLUMNS = ("epoch", "operator_id", "instance", "rows")
 INDEX_COLUMNS = ["epoch", "operator_id", "instance"]  # how offending rows are named
 _SLOT_KEY = ["operator_id", "instance"]
