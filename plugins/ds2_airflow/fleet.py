@@ -19,6 +19,7 @@ rescale retries and its record already live in its DAG, and a person finds a job
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -74,20 +75,27 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
     run_id, root = safe_run_id(context), store_root()
     due = [interval.JobEpoch(job, epoch) for job in members if job.epoch_start(epoch) >= job.start_date]
     ti = context["ti"]
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    # A job whose own run is approving or rescaling is not measured meanwhile (its window would span the
+    # restart): the per-job path's max_active_runs=1 gives the same, by queueing the epoch behind it. Only
+    # the jobs the previous fleet run left acting are asked about (one scheduler call each).
+    acting = set(ti.xcom_pull(task_ids="decide_jobs", key="acting", include_prior_dates=True) or [])
     for item in due:
-        # A job whose own run is approving or rescaling is not measured meanwhile (its window would span the
-        # restart): the per-job path's max_active_runs=1 gives the same, by queueing the epoch behind it.
-        if ti.get_dr_count(dag_id=item.job.dag_id, states=["queued", "running"]):
+        if item.name in acting and ti.get_dr_count(dag_id=item.job.dag_id, states=["queued", "running"]):
             item.hold(f"its DAG {item.job.dag_id} has a run approving or rescaling it; the epoch is not measured")
     connections = _connections(due)
     interval.collect_all(due, lambda job: FlinkRestClient(connections[job.flink_conn_id]), root)
+    timings["collect"] = time.monotonic() - started
     interval.validate_all(due, root, docs_dir(), run_id)
+    timings["validate"] = time.monotonic() - started - sum(timings.values())
     if any(item.alive for item in due):
         spark = _spark(members[0].spark_conn_id)
         try:
             interval.policy_all(spark, due, root, run_id)
         finally:
             spark.stop()
+    timings["policy"] = time.monotonic() - started - sum(timings.values())
     slots: dict[str, int | None] = {}
 
     def cluster_slots(job: JobConfig) -> int | None:
@@ -100,6 +108,7 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
         return (item.validation.get("summary", "") + (f" — [Data Docs]({docs_link(docs[0])})" if docs else "")) or None
 
     interval.decide_all(due, root, cluster_slots, note)
+    timings["decide"] = time.monotonic() - started - sum(timings.values())
     to_act: list[dict[str, Any]] = []
     for item in due:
         job = item.job
@@ -115,7 +124,11 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
         row = interval.record(item, root, f"{run_id}.{job.name}")
         metrics_and_alerts(job, epoch, row["outcome"], context)
         log.info("%s epoch %d: %s — %s", job.name, epoch, row["outcome"], row["message"])
+    timings["record"] = time.monotonic() - started - sum(timings.values())
     ti.xcom_push(key="verdicts", value=[item.verdict() for item in due])
+    started_runs = {i.name for i in due if i.alive and i.plan is not None and i.plan.action == RESCALE}
+    ti.xcom_push(key="acting", value=sorted(started_runs | {i.name for i in due if i.held}))
+    log.info("seconds per stage for %d jobs: %s", len(due), ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
     log.info("epoch %d: %d jobs due, %d decided, %d held, %d to act on, %d failed", epoch, len(due),
              sum(1 for i in due if i.plan), sum(1 for i in due if i.held), len(to_act),
              sum(1 for i in due if i.failed))  # fmt: skip
