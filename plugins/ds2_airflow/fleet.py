@@ -80,7 +80,7 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
     # A job whose own run is approving or rescaling is not measured meanwhile (its window would span the
     # restart): the per-job path's max_active_runs=1 gives the same, by queueing the epoch behind it. Only
     # the jobs the previous fleet run left acting are asked about (one scheduler call each).
-    acting = set(ti.xcom_pull(task_ids="decide_jobs", key="acting", include_prior_dates=True) or [])
+    acting = interval.jobs_left_acting(root, ti.dag_id)
     for item in due:
         if item.name in acting and ti.get_dr_count(dag_id=item.job.dag_id, states=["queued", "running"]):
             item.hold(f"its DAG {item.job.dag_id} has a run approving or rescaling it; the epoch is not measured")
@@ -127,7 +127,7 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
     timings["record"] = time.monotonic() - started - sum(timings.values())
     ti.xcom_push(key="verdicts", value=[item.verdict() for item in due])
     started_runs = {i.name for i in due if i.alive and i.plan is not None and i.plan.action == RESCALE}
-    ti.xcom_push(key="acting", value=sorted(started_runs | {i.name for i in due if i.held}))
+    interval.leave_acting(root, ti.dag_id, started_runs | {i.name for i in due if i.held})
     log.info("seconds per stage for %d jobs: %s", len(due), ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
     log.info("epoch %d: %d jobs due, %d decided, %d held, %d to act on, %d failed", epoch, len(due),
              sum(1 for i in due if i.plan), sum(1 for i in due if i.held), len(to_act),

@@ -17,7 +17,9 @@ fleet DAG (``ds2_airflow.fleet``) hands in the Flink clients and the Spark sessi
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -224,3 +226,24 @@ def record(item: JobEpoch, store_root: str | Path, action_id: str) -> dict[str, 
     row = outcomes.epoch_row(item.name, item.epoch, run)
     audit.record_action(store_root, row)
     return row
+
+
+def _acting_file(store_root: str | Path, fleet: str) -> Path:
+    return Path(store_root) / "fleet" / f"{fleet}.acting.json"
+
+
+def jobs_left_acting(store_root: str | Path, fleet: str) -> set[str]:
+    """The jobs the fleet's previous run started an action run for, or held because one was running."""
+    try:
+        return set(json.loads(_acting_file(store_root, fleet).read_text()))
+    except (FileNotFoundError, ValueError, TypeError):
+        return set()
+
+
+def leave_acting(store_root: str | Path, fleet: str, jobs: Iterable[str]) -> None:
+    """Record the jobs this run leaves acting, for the next run (written whole: a crash keeps the last list)."""
+    path = _acting_file(store_root, fleet)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(sorted(jobs)))
+    os.replace(tmp, path)
