@@ -115,4 +115,4 @@ cluster-down: setup
 ## The cluster mode end to end, with faults injected while work is in flight (~15 min; its own cluster in a temp folder).
 cluster-test: setup
 	@scripts/flink.sh build-job
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -rP -m cluster tests/cluster
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -rP -m cluster

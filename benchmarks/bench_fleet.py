@@ -358,6 +358,7 @@ def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: arg
             if args.batched
             else ""
         )
+        + ("the jobs served by the Flink REST replay (benchmarks/flink_replay.py), not Flink; " if args.replay else "")
         + f"policy interval {args.interval} s; {args.epochs} whole intervals measured per fleet size.",
         "",
         "| jobs | autoscaler CPU-s per job-epoch | autoscaler cores (Airflow + Spark + PostgreSQL + Redis) "

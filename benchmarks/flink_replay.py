@@ -195,10 +195,16 @@ def handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    # A fleet's collectors and the triggerer's boundary threads connect at once: the default backlog of 5
+    # refused connections at 1,000 jobs.
+    request_queue_size = 1024
+
+
 def serve(jobs: int, prefix: str, port: int, recording: Path = RECORDING) -> ThreadingHTTPServer:
     """Start serving on 127.0.0.1:``port`` (0: any free port) in this process; the caller runs ``serve_forever``."""
     replay = Replay(json.loads(recording.read_text()), jobs, prefix)
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler(replay))
+    server = _Server(("127.0.0.1", port), handler(replay))
     server.daemon_threads = True
     return server
 

@@ -100,6 +100,7 @@ def test_redact_hides_token_and_user():
     assert engine.redact("sc://h:1/;user_id=bob;token=abc;use_ssl=true") == "sc://h:1/;user_id=***;token=***;use_ssl=true"
 
 
+@pytest.mark.cluster  # make cluster-test: the cluster mode's tests (tests/cluster drives the same cluster end to end)
 def test_policy_runs_on_a_standalone_cluster(tmp_path):
     """``scripts/spark.sh up --cluster``: a master, two workers and the Connect server on that master (the
     compose topology as local processes); the policy's executors run on the workers."""
