@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
-from autoscaler.config.jobs import load_jobs
+from autoscaler.config.jobs import JobConfig, load_jobs
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
 from tests.helpers import free_port, poll
+from tests.integration.airflow_fixtures import AirflowServer
+from tests.integration.conftest import FlinkCluster
 from tests.integration.scaling_setup import environment, job_entry
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
@@ -52,6 +55,16 @@ def test_one_fleet_run_per_interval_decides_every_job_and_acts_only_where_needed
     fleet = jobs["hot"].fleet_dag_id
     assert fleet == "ds2_fleet_15s_spark_test"
     server = airflow_server_factory(dags_folder=ROOT / "dags", extra_env=env, reuse=False)
+    try:
+        _drive(flink, server, jobs, store, fleet)
+    finally:
+        # Nothing of this test keeps running into the next ones: its scheduler and its two Flink jobs
+        # (one at 20,000 rec/s) loaded the machine under test_lab.py.
+        server.stop()
+        flink.cancel_all()
+
+
+def _drive(flink: FlinkCluster, server: AirflowServer, jobs: dict[str, JobConfig], store: Path, fleet: str) -> None:
     server.wait_dag(fleet)
     hot_before = flink.client.running_job("ds2-hot").id
 
