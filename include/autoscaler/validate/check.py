@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from autoscaler.store.parquet import validate_job_name
 from autoscaler.validate import gxrun, view
 from autoscaler.validate.config import Interval, ValidationConfig
-from autoscaler.validate.parse import failures_by_epoch
+from autoscaler.validate.parse import failures_by_epoch, merge_charges
 from autoscaler.validate.result import EpochValidation, Failure
 from autoscaler.validate.suite import RULES, build_suites
 
@@ -98,13 +98,8 @@ def _run(
         gxrun.run_suite(slots_suite, "slots", slots, engine, view.INDEX_COLUMNS, name, docs_dir),
     ]
     names = {op.id: op.name for op in config.topology.operators.values()}
-    per_epoch: dict[int, list[Failure]] = {e: [] for e in epochs}
-    evaluated = 0
-    for run in runs:
-        found, n = failures_by_epoch(run.result.results, epochs, names, single=len(epochs) == 1)
-        evaluated += n
-        for epoch, failures in found.items():
-            per_epoch[epoch].extend(failures)
+    single = len(epochs) == 1
+    per_epoch, evaluated = merge_charges((failures_by_epoch(r.result.results, epochs, names, single) for r in runs), epochs)
     pages = tuple(r.docs_page for r in runs if r.docs_page)
     now = datetime.now(UTC)
     out = {}

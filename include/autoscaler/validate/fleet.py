@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -29,11 +28,11 @@ from autoscaler.store.schemas import METRICS
 from autoscaler.validate import gxrun, view
 from autoscaler.validate.check import epoch_validation
 from autoscaler.validate.config import ValidationConfig
-from autoscaler.validate.parse import failures_by_job
+from autoscaler.validate.parse import failures_by_job, merge_charges
 from autoscaler.validate.quarantine import read_quarantine
 from autoscaler.validate.records import record_validations
 from autoscaler.validate.result import EpochValidation
-from autoscaler.validate.stored import _settle
+from autoscaler.validate.stored import settle
 from autoscaler.validate.suite import build_suites
 
 FLEET_SUITE = "fleet"  # the suites' and Data Docs pages' name for a fleet's batch
@@ -112,20 +111,14 @@ def _validate_group(
         gxrun.run_suite(slots_suite, "slots", slots, "pandas", index, name, docs_dir),
     ]
     names = {op.id: op.name for b in batches.values() for op in b.config.topology.operators.values()}
-    found: dict[str, list[Any]] = {j: [] for j in jobs}
-    evaluated = 0
-    for run in runs:
-        charged, n = failures_by_job(run.result.results, jobs, names)
-        evaluated += n
-        for job, failures in charged.items():
-            found[job].extend(failures)
+    found, evaluated = merge_charges((failures_by_job(r.result.results, jobs, names) for r in runs), jobs)
     pages = tuple(r.docs_page for r in runs if r.docs_page)
     now = datetime.now(UTC)
     out = {}
     for job, batch in batches.items():
         thresholds = batch.config.thresholds()
         result = epoch_validation(job, epoch, "pandas", batch.rows, evaluated, found[job], now, pages, thresholds)
-        result = _settle(store_root, job, result, batch.from_quarantine)
+        result = settle(store_root, job, result, batch.from_quarantine)
         record_validations(store_root, job, [result], run_id)
         out[job] = result
     return out

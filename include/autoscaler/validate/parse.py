@@ -52,6 +52,20 @@ def failures_by_job(
     return _charge(results, list(jobs), lambda row: row.get("job"), names, single=False)
 
 
+def merge_charges(
+    charged: Iterable[tuple[Mapping[Any, list[Failure]], int]], keys: Sequence[Any]
+) -> tuple[dict[Any, list[Failure]], int]:
+    """The failures of several suite runs (each charged by :func:`failures_by_epoch` or :func:`failures_by_job`)
+    per key, in run order, with every key present; and the expectations evaluated in all."""
+    out: dict[Any, list[Failure]] = {k: [] for k in keys}
+    evaluated = 0
+    for found, n in charged:
+        evaluated += n
+        for key, failures in found.items():
+            out[key].extend(failures)
+    return out, evaluated
+
+
 def _charge(
     results: Iterable[Any], keys: list[Any], key_of: Callable[[dict[str, Any]], Hashable], names: Mapping[str, str], single: bool
 ) -> tuple[dict[Any, list[Failure]], int]:

@@ -59,7 +59,7 @@ def validate_epoch(
     previous = read_epochs(store_root, METRICS, job, [epoch - 1]) if epoch > 0 else None
     docs_at = (docs_dir or default_docs_dir(store_root)) if docs else None
     result = validate_rows(job, rows, config, epochs=[epoch], previous=previous, docs_dir=docs_at)[epoch]
-    result = _settle(store_root, job, result, from_quarantine)
+    result = settle(store_root, job, result, from_quarantine)
     record_validations(store_root, job, [result], run_id)
     return result
 
@@ -120,7 +120,7 @@ def validate_range(
     return dict(sorted(settled.items()))
 
 
-def _settle(store_root: str | Path, job: str, result: EpochValidation, from_quarantine: bool) -> EpochValidation:
+def settle(store_root: str | Path, job: str, result: EpochValidation, from_quarantine: bool) -> EpochValidation:
     """Quarantine a failed epoch (result JSON next to the rows); release a re-validated one that passed."""
     if not result.success:
         result = _with_quarantine(store_root, result)

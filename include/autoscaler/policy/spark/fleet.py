@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.policy.spark.run import StoreRun, run_options
 from autoscaler.store.parquet import table_dir, write_epochs
@@ -32,7 +33,7 @@ class JobInputs:
     """What one job's policy call needs on the worker: its topology, options and first decided epoch."""
 
     topology: Topology
-    options: object  # PolicyOptions, resolved to operator ids
+    options: PolicyOptions  # resolved to operator ids
     decide_from: int
     run_id: str
     run_type: str
@@ -94,7 +95,7 @@ def decide_fleet_epochs(spark: SparkSession, runs: Sequence[StoreRun]) -> dict[s
         given = inputs[job]
         try:
             info = RunInfo(given.run_id, given.run_type, decided_at)
-            table = decide_job(rows, given.topology, given.options, info, {}, given.decide_from)  # type: ignore[arg-type]
+            table = decide_job(rows, given.topology, given.options, info, {}, given.decide_from)
             payload, error = _ipc(table.drop_columns(["op_index"])), None
         except Exception as exc:  # one job's bad input is its own verdict, never the batch's
             payload, error = None, f"{type(exc).__name__}: {exc}"
