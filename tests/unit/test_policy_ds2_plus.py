@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
-from autoscaler.policy.signals import damped_holt, hot_share, scalability
+from autoscaler.policy.signals import damped_holt, hot_share, scalability, typical_change
 from tests.helpers import topology
 
 TOPO = topology([("src", "count")], {"src": 2, "count": 1})
@@ -179,3 +179,25 @@ def test_a_step_is_not_read_as_a_ramp():
     history = [EpochWindows(e, chain(8, 12_000)) for e in range(0, 5)]
     assert "heading to" not in decide(chain(4, 22_000), history, epoch=5, restart_time=0.0)["src"][1]
     assert count(chain(4, 22_000), history, epoch=5, restart_time=0.0) == 4
+
+
+def test_the_typical_change_ignores_steps_and_spikes_and_reads_a_sway():
+    assert typical_change([20_000, 20_000, 30_000, 30_000, 30_000, 10_000, 10_000]) == 0  # two steps
+    assert typical_change([12_000, 12_000, 36_000, 12_000, 12_000, 12_000]) == 0  # a spike
+    assert typical_change([18_000, 21_000, 24_000, 21_500, 18_000]) == 3_000  # a sway: changes 3,000/3,000/2,500/3,500
+    assert typical_change([18_000, 21_000, 24_000]) == 0  # two changes tell nothing
+
+
+def test_a_new_size_leaves_room_for_the_sway_but_the_sway_alone_rescales_nothing():
+    # The load sways 4,000 r/s an epoch around 16,000 (not rising two epochs in a row at the end).
+    swaying = [16_000, 20_000, 16_000, 12_000, 16_000, 20_000, 16_000]
+    history = [EpochWindows(e, chain(5, rate)) for e, rate in enumerate(swaying)]
+    # 3 instances take 17,100 r/s: they take 17,000 now, so they are kept, sway or not.
+    assert count(chain(3, 17_000), history, epoch=7, restart_time=0.0) == 3
+    # 2 do not: the new size is made for 17,000 + 4,000 = 21,000 -> 4 (3.68), not DS2's 3 (2.98).
+    target, _ = decide(chain(2, 17_000), history, epoch=7, restart_time=0.0)["count"]
+    assert target == 4 and count(chain(2, 17_000), restart_time=0.0) == 3
+    assert "moving 4,000 r/s an epoch" in decide(chain(2, 17_000), history, epoch=7, restart_time=0.0)["src"][1]
+    # A flat history leaves no room: DS2's size.
+    flat = [EpochWindows(e, chain(5, 17_000)) for e in range(7)]
+    assert count(chain(2, 17_000), flat, epoch=7, restart_time=0.0) == 3

@@ -105,11 +105,14 @@ PROMETHEUS_CONN_ID = Option(
 POLICY_KINDS = ("ds2", "utilization", "rules", "ds2_plus")
 # The options whose "none" means the kind's own default: one table, read by PolicyOptions.effective.
 # utilization carries the Flink autoscaler's defaults; ds2_plus sizes for a lab-scale catch-up (a
-# backlog worked off within a minute) and defers a scale-down for 4 epochs of 30 s, not an hour.
+# backlog worked off within a minute) and defers a scale-down for 5 minutes, not an hour: at 2 minutes
+# it scaled down on a sine's falling side and back up on its rise (the lab's diurnal-sine and cosine,
+# 2026-11-25), and a scale-down reversed within a half-period costs two restarts and the shortfall
+# between them.
 KIND_DEFAULTS: dict[str, dict[str, float]] = {
     "utilization": {"max_scale_down_factor": 0.4, "scale_down_interval": 3600.0, "catch_up_duration": 1800.0,
                     "restart_time": 300.0},
-    "ds2_plus": {"scale_down_interval": 120.0, "catch_up_duration": 60.0, "restart_time": 10.0},
+    "ds2_plus": {"scale_down_interval": 300.0, "catch_up_duration": 60.0, "restart_time": 10.0},
 }  # fmt: skip
 KIND = Option(
     "policy.kind", "choice", "ds2", "Which policy proposes the parallelism (autoscaler/policy/<kind>.py).", choices=POLICY_KINDS
@@ -148,7 +151,7 @@ SCALE_DOWN_INTERVAL = Option(
     "policy.scale_down_interval", "duration", None,
     "utilization, ds2_plus: a scale-down waits until it was recommended for this long, then takes the largest "
     "recommendation seen (none: the kind's own, 1h for utilization as Flink's job.autoscaler.scale-down.interval, "
-    "2m for ds2_plus).", 0,
+    "5m for ds2_plus).", 0,
 )  # fmt: skip
 MAX_SCALE_DOWN_FACTOR = Option(
     "policy.max_scale_down_factor", "number", None,

@@ -6,11 +6,13 @@ model -- the sources' rates flow through the graph at the observed selectivities
 sized from its true processing rate in one step -- and sizes for more than one window's rate:
 
 - **demand**: each source's arrival rate, or, once it has risen two epochs in a row, where its trend
-  (:func:`~autoscaler.policy.signals.damped_holt` over the history) says it is heading over the next
-  interval plus a restart;
-  plus its backlog worked off within ``catch_up_duration``; plus, for a change, the input that
-  arrives during the restart (``restart_time``: the policy run fills it with the median of the
-  job's measured downtimes);
+  (:func:`~autoscaler.policy.signals.damped_holt` over the history) says it is heading by the time
+  a further change could take effect (two intervals, the first after a rescale being its warm-up,
+  plus a restart); plus its backlog worked off within ``catch_up_duration``; plus, for a change,
+  the input that arrives during the restart (``restart_time``: the policy run fills it with the
+  median of the job's measured downtimes) and room for the load's usual sway
+  (:func:`~autoscaler.policy.signals.typical_change`: none for steps and spikes, one epoch's move
+  for a sine or a random walk), unless the trend already asks for more;
 - **capacity at p**: linear as DS2's, corrected by the operator's observed scalability
   (:func:`~autoscaler.policy.signals.scalability`) and limited by its busiest instance: one hot key
   sends ``s + (1 - s) / p`` of the input to one instance (:func:`~autoscaler.policy.signals.hot_share`).
@@ -48,13 +50,14 @@ from autoscaler.policy.base import (
     unusable_epoch,
     verdict,
 )
-from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, scalability
+from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, scalability, typical_change
 from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
 LOAD_CHANGE = 0.2  # an ineffective scale-up blocks further ones until the arrival rate moves this much
 # The words of a reason that holds a scale-up back as ineffective (record.alerts looks for them).
 INEFFECTIVE = "of the capacity it promised"
+REACTION_EPOCHS = 2  # intervals before a further change can take effect: the decided one and the warm-up after it
 RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row before its trend is sized for
 MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
 KEEP_DRAIN = 1.5  # the current size is kept while it drains the backlog within this many catch-ups
@@ -103,7 +106,9 @@ def _total_arrival(topology: Topology, windows: Mapping[str, OperatorWindow], so
 def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions,
             source_rates: Mapping[str, float], past: Sequence[EpochWindows]) -> Demand:  # fmt: skip
     catch_up, restart = options.effective("catch_up_duration"), options.effective("restart_time")
-    horizon = (options.interval + restart) / options.interval
+    # In epochs: a change decided now takes effect after the restart, and the epoch after it is the
+    # new size's warm-up, which decides nothing: the next change comes two intervals later at best.
+    horizon = (REACTION_EPOCHS * options.interval + restart) / options.interval
     keep_rates, change_rates, words = {}, {}, {}
     backlog = None
     for op in topology.sources:
@@ -116,16 +121,24 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         forecast = damped_holt(series, horizon) if rising else rate
         pending = windows[op].pending_records or 0.0
         sized = max(rate, forecast)
+        # Room for the sway, for a new size only: the size that takes the load now is kept (no rescale
+        # for the sway alone), but one that is chosen anyway is chosen with room to spare. The trend,
+        # where there is one, already covers the sway.
+        moves = typical_change(series)
+        sway = max(0.0, rate + moves - sized)
         # Hysteresis on the catch-up too: a new size must drain the backlog within catch_up, the current
         # one is kept while it drains it within KEEP_DRAIN times that. Otherwise a drain on track (a
         # restart's own backlog, say, worked off in 70 s of a 60-s catch-up) is rescaled again, and the
         # restart that buys adds backlog of its own.
         keep_rates[op] = sized + pending / (catch_up * KEEP_DRAIN)
-        change_rates[op] = sized + pending / catch_up + rate * restart / catch_up
+        change_rates[op] = sized + sway + pending / catch_up + rate * restart / catch_up
         text = f"arrival {rate:,.0f} r/s ({basis})"
         if forecast > rate:
             ahead = horizon * options.interval
             text += f", heading to {forecast:,.0f} r/s over the next {ahead:.0f} s (rising for {RISING_EPOCHS}+ epochs)"
+        if sway:
+            text += (f", moving {moves:,.0f} r/s an epoch (the median of its last {len(series) - 1} changes): "
+                     f"a new size leaves room for it")  # fmt: skip
         if pending:
             text += (f"; backlog {pending:,.0f} records / {catch_up:g} s catch-up = {pending / catch_up:,.0f} r/s "
                      f"(a size is kept while it drains it within {catch_up * KEEP_DRAIN:g} s)")  # fmt: skip

@@ -5,6 +5,8 @@ Pure functions of :class:`~autoscaler.policy.base.OperatorWindow` and
 question DS2's single-window model cannot, with the evidence the lab found it needs:
 
 - :func:`damped_holt`: where a source's arrival rate is heading (a ramp is met, not chased);
+- :func:`typical_change`: how far it moves in one epoch when it is not trending (a sine's or a random
+  walk's sway, which a new size must leave room for);
 - :func:`hot_share`: the share of an operator's input that one key sends to one instance (skew);
 - :func:`scalability`: how an operator's capacity grows with its parallelism, fitted over its own
   epochs (sublinear and CPU-bound operators);
@@ -14,8 +16,10 @@ question DS2's single-window model cannot, with the evidence the lab found it ne
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from autoscaler.policy.base import EpochWindows, OperatorWindow
 
@@ -30,6 +34,8 @@ HOT_SHARE_FLOOR = 0.05
 # The observed-scalability coefficient's range and the points the fit needs (as Flink's fit).
 SCALABILITY_RANGE = (0.5, 1.0)
 SCALABILITY_POINTS = 3
+# The epoch-to-epoch changes the typical change needs: fewer tell a step from a sway no better than one.
+VARIATION_CHANGES = 3
 
 
 def damped_holt(values: Sequence[float], horizon: float) -> float:
@@ -44,6 +50,17 @@ def damped_holt(values: Sequence[float], horizon: float) -> float:
     # sum of damping^i for i = 1..horizon, continuous in the horizon
     damped = HOLT_DAMPING * (1 - HOLT_DAMPING**horizon) / (1 - HOLT_DAMPING)
     return level + damped * trend
+
+
+def typical_change(values: Sequence[float]) -> float:
+    """The median absolute change between consecutive ``values`` (oldest first); 0 with fewer than 3 changes.
+
+    The median, not the mean or the deviation: a step or a spike is one or two large changes among
+    flat ones and reads as 0, so steady loads keep DS2's exact sizing; a sine or a random walk moves
+    every epoch and reads as its usual move.
+    """
+    changes = [abs(b - a) for a, b in pairwise(values)]
+    return statistics.median(changes) if len(changes) >= VARIATION_CHANGES else 0.0
 
 
 def hot_share(window: OperatorWindow) -> float:
