@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from autoscaler.config.options import PolicyOptions
@@ -47,3 +48,56 @@ def test_kind_on_spark_matches_its_pure_function(spark, tmp_path, kind):
     if kind == "rules":
         assert got[(3, "count")][0] == 3  # three back-pressured epochs in a row, two of them history
         assert got[(7, "count")][0] == 8  # epoch 5 missing: only two quiet epochs in a row
+
+
+def _across(k: int) -> dict:
+    """Epoch 1015 + k: back-pressured at Count 1, then Count 3 at 60 % busy, then quiet at Count 8."""
+    if k < 3:
+        return epoch(1, 1.0, parse_bp=0.8)
+    return epoch(3, 0.6) if k < 9 else epoch(8, 0.1, rate=4_000)
+
+
+# Sixteen epochs across the boundary of epoch blocks 0 and 1 (epoch 1024).
+ACROSS = {1015 + k: _across(k) for k in range(16)}
+
+
+@pytest.mark.parametrize("kind", ["utilization", "ds2_plus"])
+@pytest.mark.parametrize("span", ["short", "long"])
+def test_a_range_across_epoch_blocks_is_decided_as_in_one_pass(spark, tmp_path, kind, span):
+    # "short" comes back to the client (one action); "long" reaches past COLLECT_EPOCHS and is written
+    # from Spark. Either way each block is decided apart, with the history its first epochs need.
+    from autoscaler.policy.spark.run import COLLECT_EPOCHS
+
+    root = tmp_path / "store"
+    store.write_epochs(root, METRICS, "t", metrics_rows(TOPO, ACROSS))
+    topo_csv = tmp_path / "topology.csv"
+    write_topology_csv(TOPO, topo_csv)
+    options = PolicyOptions(kind=kind, scale_down_interval=90.0, interval=30.0)
+    last = 1030 if span == "short" else 1018 + COLLECT_EPOCHS
+    assert decide_stored_epochs(spark, StoreRun(str(root), "t", 1018, last, "backfill", "r1", str(topo_csv), options)) == 13
+    got = {(r["epoch"], r["operator_id"]): (r["target_parallelism"], r["reason"])
+           for r in store.read_epochs(root, DECISIONS, "t").to_pylist()}  # fmt: skip
+    assert {e for e, _ in got} == set(range(1018, 1031))
+    policy, depth = policy_for(kind), history_epochs(options)
+    for e in range(1018, 1031):
+        history = [EpochWindows(h, ACROSS[h]) for h in range(e - depth, e) if h in ACROSS]
+        for d in policy(TOPO, ACROSS[e], options, None, history, e):
+            assert got[(e, d.operator_id)] == (d.target_parallelism, d.reason), (e, d.operator_id)
+
+
+def test_a_long_range_with_an_unknown_operator_commits_nothing(spark, tmp_path):
+    from autoscaler.errors import InputError
+    from autoscaler.policy.spark.run import COLLECT_EPOCHS
+
+    root = tmp_path / "store"
+    rows = metrics_rows(TOPO, ACROSS)
+    names = rows.column("operator_id").to_pylist()
+    bad = rows.set_column(rows.schema.get_field_index("operator_id"), "operator_id",
+                          pa.array([("ghost" if i == len(names) - 1 else n) for i, n in enumerate(names)]))  # fmt: skip
+    store.write_epochs(root, METRICS, "t", bad)
+    topo_csv = tmp_path / "topology.csv"
+    write_topology_csv(TOPO, topo_csv)
+    run = StoreRun(str(root), "t", 1015, 1015 + COLLECT_EPOCHS, "backfill", "r1", str(topo_csv), PolicyOptions(kind="ds2_plus"))
+    with pytest.raises(InputError, match="ghost"):
+        decide_stored_epochs(spark, run)
+    assert not (root / "decisions").exists() or not list((root / "decisions").rglob("*.parquet"))

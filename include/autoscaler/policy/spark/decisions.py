@@ -5,6 +5,12 @@ runs that function unchanged: Spark sums each epoch's instance rows into one row
 (the policy's :class:`~autoscaler.policy.base.OperatorWindow`), groups them by job, and runs the
 kind's function in a Python worker for each decided epoch, oldest first, with the epochs before
 it as its history. The decision rows have the decisions table's schema.
+
+A long range is decided in blocks of :data:`~autoscaler.store.parquet.EPOCH_BLOCK_SIZE` epochs, in
+parallel, whatever the kind: each block's group also gets the epochs of its first epoch's history
+(a row goes to its own block and to the blocks whose history it is in), so each epoch is decided
+with the same history as in one pass over the whole range, and no Python worker holds more than a
+block and its history (a backfill of a year is not one worker's sequential loop, nor one task result).
 """
 
 from __future__ import annotations
@@ -82,8 +88,11 @@ def decide_job(
     run: RunInfo,
     source_rates: Mapping[str, float],
     decide_from: int | None,
+    block: int | None = None,
 ) -> pa.Table:
     """Decision rows of one job's epochs from ``decide_from`` on (earlier ones are only history).
+
+    ``block``: decide only the epochs of this epoch block (the others in ``rows`` are its history).
 
     Arrow in and out: NaN and infinite estimates stay what the policy computed (pandas would
     turn NaN into null on the way back).
@@ -96,7 +105,7 @@ def decide_job(
     options_json = options.to_json()
     out: list[dict] = []
     for epoch in sorted(by_epoch):
-        if decide_from is not None and epoch < decide_from:
+        if (decide_from is not None and epoch < decide_from) or (block is not None and epoch // EPOCH_BLOCK_SIZE != block):
             continue
         history = [EpochWindows(e, by_epoch[e]) for e in range(epoch - depth, epoch) if e in by_epoch]
         for d in policy(topology, by_epoch[epoch], options, source_rates, history, epoch):
@@ -123,16 +132,19 @@ def policy_decisions(
     options = options.resolved(topology)
     rates = dict(source_rates or {})
 
-    def per_job(rows: pa.Table) -> pa.Table:
-        return decide_job(rows, topology, options, run, rates, decide_from)
+    def per_block(key: tuple, rows: pa.Table) -> pa.Table:
+        return decide_job(rows, topology, options, run, rates, decide_from, block=key[1].as_py())
 
     schema = DECISIONS.spark_ddl() + ", `op_index` INT"
     windows = operator_windows(metrics)
-    if history_epochs(options) == 0:
-        # A kind without history decides each epoch alone: blocks of epochs run in parallel (a long
-        # backfill of one job is not one Python worker's sequential loop).
-        return windows.groupBy("job", (F.col("epoch") / EPOCH_BLOCK_SIZE).cast("long")).applyInArrow(per_job, schema=schema)
-    return windows.groupBy("job").applyInArrow(per_job, schema=schema)
+    depth = history_epochs(options)
+    own = F.floor(F.col("epoch") / EPOCH_BLOCK_SIZE).cast("long")
+    # Each epoch's row goes to its own block and to the later blocks whose first epochs it is history for.
+    last = F.floor((F.col("epoch") + depth) / EPOCH_BLOCK_SIZE).cast("long")
+    windows = windows.withColumn("decided_block", own if depth == 0 else F.explode(F.sequence(own, last)))
+    if decide_from is not None:
+        windows = windows.filter(F.col("decided_block") >= decide_from // EPOCH_BLOCK_SIZE)
+    return windows.groupBy("job", "decided_block").applyInArrow(per_block, schema=schema)
 
 
 def decision_json(row: dict) -> str:

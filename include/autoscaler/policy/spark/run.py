@@ -13,11 +13,16 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.store.parquet import write_epochs
-from autoscaler.store.schemas import DECISIONS
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, epoch_span, write_epochs
+from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import Topology, read_topology_csv
+
+# The most epochs whose decisions come back to the client (one action, the client's own writer);
+# a longer range is written from Spark. A live epoch, a short backfill or a fleet interval collect.
+COLLECT_EPOCHS = 2 * EPOCH_BLOCK_SIZE
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,18 @@ def run_options(run: StoreRun, topology: Topology) -> PolicyOptions:
     return options
 
 
+def _fits_the_driver(run: StoreRun) -> bool:
+    """Whether the run's decisions are few enough to collect: a range of at most COLLECT_EPOCHS epochs."""
+    first, last = run.from_epoch, run.to_epoch
+    if first is None or last is None:
+        span = epoch_span(run.store, METRICS, run.job)
+        if span is None:
+            return True  # no metrics: the input check says so
+        first = span[0] if first is None else first
+        last = span[1] if last is None else last
+    return last - first + 1 <= COLLECT_EPOCHS
+
+
 def decide_stored_epochs(
     spark: SparkSession,
     run: StoreRun,
@@ -64,6 +81,7 @@ def decide_stored_epochs(
     """
     from autoscaler.policy.base import history_epochs
     from autoscaler.policy.spark import decisions, inputs
+    from autoscaler.store import spark as spark_store
 
     topology = topology or read_topology_csv(run.topology_path)
     options = run_options(run, topology)
@@ -75,6 +93,19 @@ def decide_stored_epochs(
     info = decisions.RunInfo(run.run_id, run.run_type, datetime.now(UTC).replace(microsecond=0))
     rows = decisions.policy_decisions(metrics, topology, options, info, source_rates, run.from_epoch)
 
+    if not _fits_the_driver(run):
+        # A long range (a backfill, a what-if) is written from Spark, and committed after the checks:
+        # collected, 25,000 epochs' decisions (250,000 rows with their reasons and options) ran the
+        # Connect server's 1-GB driver out of heap (benchmarks/results/cluster.md).
+        decided = inputs.ObservedCounts(rows, "decided", F.count_if(F.col("op_index") == 0).alias("epochs"))
+
+        def check_then_commit() -> None:
+            inputs.raise_for_unknown_operators(counts, run.store, run.job, topology)
+            if before_commit is not None:
+                before_commit()
+
+        spark_store.write_epochs(decided.df.drop("op_index"), run.decisions_root, DECISIONS, run.job, check_then_commit)
+        return int(decided.get()["epochs"] or 0)
     # One Spark action: the decisions (a few rows per epoch) come back to this process, which commits
     # them with the store's own writer. Writing them from Spark took four actions per run (staging,
     # the carried-over rows, their schema pass, the swap), 3-6 CPU-s of the server for one epoch.
