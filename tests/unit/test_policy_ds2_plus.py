@@ -201,3 +201,13 @@ def test_a_new_size_leaves_room_for_the_sway_but_the_sway_alone_rescales_nothing
     # A flat history leaves no room: DS2's size.
     flat = [EpochWindows(e, chain(5, 17_000)) for e in range(7)]
     assert count(chain(2, 17_000), flat, epoch=7, restart_time=0.0) == 3
+
+
+def test_a_step_after_a_rise_within_the_noise_is_not_read_as_a_ramp():
+    # 20,005 -> 20,070 (+0.3 %, noise) -> 30,000: a step, not a trend heading past 35,000 (step-up-down, 2026-11-26).
+    history = [EpochWindows(0, chain(6, 20_005)), EpochWindows(1, chain(6, 20_070))]
+    assert "heading to" not in decide(chain(6, 30_000), history, epoch=2, restart_time=0.0)["src"][1]
+    assert count(chain(6, 30_000), history, epoch=2, restart_time=0.0) == 6  # 6 take 34,200 r/s
+    # Two real rises in a row are a trend.
+    rising = [EpochWindows(0, chain(6, 18_000)), EpochWindows(1, chain(6, 24_000))]
+    assert "heading to" in decide(chain(6, 30_000), rising, epoch=2, restart_time=0.0)["src"][1]

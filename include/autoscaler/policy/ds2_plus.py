@@ -59,6 +59,10 @@ LOAD_CHANGE = 0.2  # an ineffective scale-up blocks further ones until the arriv
 INEFFECTIVE = "of the capacity it promised"
 REACTION_EPOCHS = 2  # intervals before a further change can take effect: the decided one and the warm-up after it
 RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row before its trend is sized for
+# A rise smaller than this share of the rate is noise, not a trend: a steady load read over 30 s moves
+# up to 4 % an epoch (the lab's noise), and a flat 20,005 -> 20,070 before a step to 30,000 was read as
+# a trend heading to 35,000 (step-up-down, 2026-11-26: one rescale too many).
+RISE = 0.05
 MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
 KEEP_DRAIN = 1.5  # the current size is kept while it drains the backlog within this many catch-ups
 DRAINED_S = 1.0  # a source owing at most this many seconds of its input has no backlog (the lab's measure)
@@ -114,10 +118,10 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
     for op in topology.sources:
         rate, basis = source_arrival(windows[op], source_rates.get(op))
         series = [source_arrival(e.windows[op], source_rates.get(op))[0] for e in past] + [rate]
-        # Only a rise over two epochs in a row is a trend: one jump is a step, which the trend would
-        # carry on as a ramp (a step 20k -> 25k read as heading to 28k).
+        # Only a rise over two epochs in a row is a trend, each above the noise: one jump is a step,
+        # which the trend would carry on as a ramp (a step 20k -> 25k read as heading to 28k).
         last = series[-RISING_EPOCHS - 1 :]
-        rising = len(last) == RISING_EPOCHS + 1 and all(a < b for a, b in pairwise(last))
+        rising = len(last) == RISING_EPOCHS + 1 and all(b > a * (1 + RISE) for a, b in pairwise(last))
         forecast = damped_holt(series, horizon) if rising else rate
         pending = windows[op].pending_records or 0.0
         sized = max(rate, forecast)
@@ -135,7 +139,8 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         text = f"arrival {rate:,.0f} r/s ({basis})"
         if forecast > rate:
             ahead = horizon * options.interval
-            text += f", heading to {forecast:,.0f} r/s over the next {ahead:.0f} s (rising for {RISING_EPOCHS}+ epochs)"
+            text += (f", heading to {forecast:,.0f} r/s over the next {ahead:.0f} s "
+                     f"(rising over {RISE:.0%} an epoch for {RISING_EPOCHS}+ epochs)")  # fmt: skip
         if sway:
             text += (f", moving {moves:,.0f} r/s an epoch (the median of its last {len(series) - 1} changes): "
                      f"a new size leaves room for it")  # fmt: skip
