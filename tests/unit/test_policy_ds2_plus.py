@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
-from autoscaler.policy.signals import damped_holt, hot_share, scalability, typical_change
+from autoscaler.policy.signals import damped_holt, hot_share, scalability, settled, typical_change
 from tests.helpers import topology
 
 TOPO = topology([("src", "count")], {"src": 2, "count": 1})
@@ -29,6 +29,8 @@ def chain(count_p: int, rate: float, *, pending: float = 0.0, capacity: float | 
 
 
 def decide(windows, history=(), epoch=None, **options) -> dict[str, tuple[int, str]]:
+    # The mechanisms' arithmetic below is in 60-s catch-ups; the kind's own default has its own test.
+    options.setdefault("catch_up_duration", 60.0)
     opts = PolicyOptions(kind="ds2_plus", interval=30.0, **options)
     decisions = policy_for("ds2_plus")(TOPO, windows, opts, None, history, epoch)
     return {d.operator_id: (d.target_parallelism, d.reason) for d in decisions}
@@ -79,8 +81,16 @@ def test_no_scale_down_while_a_backlog_drains():
     assert target == 8 and "no scale-down while a backlog drains" in why
 
 
+def test_the_kind_works_off_a_backlog_in_45_s_by_default():
+    # The lab's 90-s drain target, less the epoch that sees the backlog and the restart (2026-11-26: drains
+    # of 90-92 s with 60 s). 600,000 owed over 45 s: 13,333 r/s more than the 20,000 arriving -> 6 (5.85).
+    assert PolicyOptions(kind="ds2_plus").effective("catch_up_duration") == 45.0
+    assert "/ 45 s catch-up = 13,333 r/s" in decide(chain(1, 20_000, pending=600_000), catch_up_duration=None)["src"][1]
+
+
 def test_a_scale_down_waits_its_interval_then_takes_the_largest_proposal():
-    options = {"scale_down_interval": 120.0}  # 4 epochs before this one
+    # A flat history is a settled load: both waits the same here, for the mechanism alone.
+    options = {"scale_down_interval": 120.0, "settled_scale_down_interval": 120.0}  # 4 epochs before this one
     assert history_epochs(PolicyOptions(kind="ds2_plus", interval=30.0, **options)) == 20  # the 10-min history is longer
     low = chain(8, 10_000)  # wants 3
     target, why = decide(low, steady(8, 10_000, range(18, 20)), epoch=20, **options)["count"]
@@ -93,6 +103,22 @@ def test_a_scale_down_waits_its_interval_then_takes_the_largest_proposal():
     # An epoch proposing no scale-down (46,000 r/s needs all 8) starts the wait again.
     busy = [EpochWindows(17, chain(8, 44_000)) if e.epoch == 17 else e for e in history]
     assert count(low, busy, epoch=20, **options) == 8
+
+
+def test_a_settled_load_scales_down_after_a_minute_a_moving_one_after_its_interval():
+    low = chain(8, 10_000)  # 8 take 45,600 r/s; 10,000 wants 3
+    # Settled: flat for 3 epochs, the last two proposing 3 at 8 -> down after one minute (step-up-down's fall).
+    target, why = decide(low, steady(8, 10_000, range(17, 20)), epoch=20)["count"]
+    assert target == 3 and "proposed for 3 epochs at 8 (the load moves under 5% an epoch)" in why
+    # Two changes tell a step's end from a sine's crest no better than one: the long wait.
+    target, why = decide(low, steady(8, 10_000, range(18, 20)), epoch=20)["count"]
+    assert target == 8 and "needs 11 (the load moves)" in why
+    # Moving: 10,000 and 12,500 in turn (25 % an epoch) wait the 5 min of scale_down_interval.
+    swaying = [EpochWindows(e, chain(8, 12_500 if e % 2 else 10_000)) for e in range(10, 20)]
+    target, why = decide(low, swaying[5:], epoch=20)["count"]
+    assert target == 8 and "proposed for 6 epochs at 8, needs 11 (the load moves)" in why
+    # After 5 min: down to the largest of the window (12,500 + a 2,500 sway + a restart's 2,083: 3 take 17,100).
+    assert count(low, swaying, epoch=20) == 3
 
 
 def test_a_hot_key_is_sized_by_the_busiest_instance():
@@ -186,6 +212,9 @@ def test_the_typical_change_ignores_steps_and_spikes_and_reads_a_sway():
     assert typical_change([12_000, 12_000, 36_000, 12_000, 12_000, 12_000]) == 0  # a spike
     assert typical_change([18_000, 21_000, 24_000, 21_500, 18_000]) == 3_000  # a sway: changes 3,000/3,000/2,500/3,500
     assert typical_change([18_000, 21_000, 24_000]) == 0  # two changes tell nothing
+    assert settled([20_000, 30_000, 30_000, 30_000, 10_000, 10_000], 0.05)  # steps: settled between them
+    assert not settled([18_000, 21_000, 24_000, 21_500, 18_000], 0.05)  # a sway of 3,000 on 18,000
+    assert not settled([10_000, 10_000, 10_000], 0.05)  # two changes: unknown
 
 
 def test_a_new_size_leaves_room_for_the_sway_but_the_sway_alone_rescales_nothing():

@@ -112,7 +112,7 @@ POLICY_KINDS = ("ds2", "utilization", "rules", "ds2_plus")
 KIND_DEFAULTS: dict[str, dict[str, float]] = {
     "utilization": {"max_scale_down_factor": 0.4, "scale_down_interval": 3600.0, "catch_up_duration": 1800.0,
                     "restart_time": 300.0},
-    "ds2_plus": {"scale_down_interval": 300.0, "catch_up_duration": 60.0, "restart_time": 10.0},
+    "ds2_plus": {"scale_down_interval": 300.0, "catch_up_duration": 45.0, "restart_time": 10.0},
 }  # fmt: skip
 KIND = Option(
     "policy.kind", "choice", "ds2", "Which policy proposes the parallelism (autoscaler/policy/<kind>.py).", choices=POLICY_KINDS
@@ -171,7 +171,7 @@ BACKLOG_THRESHOLD = Option(
 CATCH_UP_DURATION = Option(
     "policy.catch_up_duration", "duration", None,
     "utilization, ds2_plus: the time a backlog (sources' pending records) should be worked off in (none: the kind's "
-    "own, 30m for utilization as Flink's job.autoscaler.catch-up.duration, 1m for ds2_plus).", 1,
+    "own, 30m for utilization as Flink's job.autoscaler.catch-up.duration, 45s for ds2_plus).", 1,
 )  # fmt: skip
 RESTART_TIME = Option(
     "policy.restart_time", "duration", None,
@@ -180,6 +180,11 @@ RESTART_TIME = Option(
     "downtimes and this, 10s by default, only until one is measured).", 0,
 )  # fmt: skip
 # kind ds2_plus: DS2 with the history it lacks (policy/ds2_plus.py).
+SETTLED_SCALE_DOWN_INTERVAL = Option(
+    "policy.settled_scale_down_interval", "duration", timedelta(minutes=1),
+    "ds2_plus: the scale-down wait on a settled load, one whose arrival moves under 5 % an epoch (the median over "
+    "the history): a step down or the end of a burst. A moving load (a sine, a walk) waits scale_down_interval.", 0,
+)  # fmt: skip
 HISTORY_WINDOW = Option(
     "policy.history_window", "duration", timedelta(minutes=10),
     "ds2_plus: how far back the load's trend, the observed-scalability fit and the effectiveness check look.", 0,
@@ -291,6 +296,7 @@ class PolicyOptions:
     catch_up_duration: float | None = CATCH_UP_DURATION.default
     restart_time: float | None = RESTART_TIME.default
     history_window: float = HISTORY_WINDOW.default.total_seconds()
+    settled_scale_down_interval: float = SETTLED_SCALE_DOWN_INTERVAL.default.total_seconds()
     effectiveness_threshold: float = EFFECTIVENESS_THRESHOLD.default
     backpressure_threshold: float = BACKPRESSURE_THRESHOLD.default
     rules_epochs: int = RULES_EPOCHS.default
@@ -328,9 +334,10 @@ class PolicyOptions:
         up = self.max_scale_up_factor
         if up is not None and not (isinstance(up, (int, float)) and math.isfinite(up) and up >= 0):
             raise InputError("--max-scale-up-factor", f"must be a number >= 0, got {up!r}")
-        for name in ("scale_down_interval", "catch_up_duration", "restart_time", "backlog_threshold", "history_window"):
+        for name in ("scale_down_interval", "catch_up_duration", "restart_time", "backlog_threshold", "history_window",
+                     "settled_scale_down_interval"):  # fmt: skip
             value = getattr(self, name)
-            if value is None and name not in ("backlog_threshold", "history_window"):
+            if value is None and name not in ("backlog_threshold", "history_window", "settled_scale_down_interval"):
                 continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InputError(f"--{name.replace('_', '-')}", f"must be seconds >= 0, got {value!r}")

@@ -25,7 +25,10 @@ sized from its true processing rate in one step -- and sizes for more than one w
   promised blocks further scale-ups of that operator until the load changes by 20 %;
 - **time**: no scale-down while a source owes more than 1 s of its input; a scale-down waits until
   it has been proposed for ``scale_down_interval`` at that size, then takes the largest proposal of
-  that window (a scale-up in between starts the wait again).
+  that window (a scale-up in between starts the wait again). On a settled load, whose arrival
+  typically moves under 5 % an epoch (:func:`~autoscaler.policy.signals.settled`: a step down, a
+  burst's end), the wait is ``settled_scale_down_interval``: the long wait is for a sine's or a
+  walk's sway, and a settled load held at a drain's or a burst's size for it pays for nothing.
 
 Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`).
 Sources are not rescaled, as with every kind so far.
@@ -50,7 +53,7 @@ from autoscaler.policy.base import (
     unusable_epoch,
     verdict,
 )
-from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, scalability, typical_change
+from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, scalability, settled, typical_change
 from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
@@ -83,6 +86,7 @@ class Demand:
     change: dict[str, float]  # the same plus the input of a restart: what a new size must take
     arrival: float  # the sources' total arrival rate, as measured
     backlog: str | None  # which source owes more than DRAINED_S of its input, in words (None: none)
+    settled: bool  # every source's arrival typically moves under RISE of its rate an epoch
     words: dict[str, str]  # per source, how its demand was made
 
 
@@ -114,7 +118,7 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
     # new size's warm-up, which decides nothing: the next change comes two intervals later at best.
     horizon = (REACTION_EPOCHS * options.interval + restart) / options.interval
     keep_rates, change_rates, words = {}, {}, {}
-    backlog = None
+    backlog, steady = None, True
     for op in topology.sources:
         rate, basis = source_arrival(windows[op], source_rates.get(op))
         series = [source_arrival(e.windows[op], source_rates.get(op))[0] for e in past] + [rate]
@@ -130,6 +134,7 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         # where there is one, already covers the sway.
         moves = typical_change(series)
         sway = max(0.0, rate + moves - sized)
+        steady = steady and settled(series, RISE)
         # Hysteresis on the catch-up too: a new size must drain the backlog within catch_up, the current
         # one is kept while it drains it within KEEP_DRAIN times that. Otherwise a drain on track (a
         # restart's own backlog, say, worked off in 70 s of a 60-s catch-up) is rescaled again, and the
@@ -151,7 +156,8 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         words[op] = text
         if backlog is None and pending > rate * DRAINED_S:
             backlog = f"{topology.operators[op].name} owes {pending:,.0f} records"
-    return Demand(keep_rates, change_rates, _total_arrival(topology, windows, source_rates), backlog, words)
+    arrival = _total_arrival(topology, windows, source_rates)
+    return Demand(keep_rates, change_rates, arrival, backlog, steady, words)
 
 
 def _capacity(total_now: float, p: int, alpha_ratio: float, share: float) -> float:
@@ -246,7 +252,11 @@ def evaluate_epoch(
         epoch = history[-1].epoch + 1 if history else 0
     sizings, demand = _sizings(topology, windows, options, source_rates, past, epoch)
     # The scale-down wait: each of the previous epochs of the interval, at this size, proposed one too.
-    needed = math.ceil((options.effective("scale_down_interval") or 0.0) / options.interval - 1e-9)
+    if demand.settled:
+        wait, load = options.settled_scale_down_interval, f"the load moves under {RISE:.0%} an epoch"
+    else:
+        wait, load = options.effective("scale_down_interval") or 0.0, "the load moves"
+    needed = math.ceil(wait / options.interval - 1e-9)
     recent = {e.epoch: e for e in past}
     earlier = []
     for e in range(epoch - needed, epoch):
@@ -268,9 +278,10 @@ def evaluate_epoch(
             downs = [x[op].proposal for x in earlier if x and x[op].parallelism == current and x[op].proposal < current]
             if len(downs) >= needed:
                 target = max([target, *downs])
-                why += f"; scale-down proposed for {len(downs) + 1} epochs at {current}: the largest, {target}"
+                why += f"; scale-down proposed for {len(downs) + 1} epochs at {current} ({load}): the largest, {target}"
             else:
-                why += f"; scale-down waits: proposed for {len(downs) + 1} epochs at {current}, needs {needed + 1}"
+                why += (f"; scale-down waits: proposed for {len(downs) + 1} epochs at {current}, "
+                        f"needs {needed + 1} ({load})")  # fmt: skip
                 target = current
         decisions.append(
             replace(
