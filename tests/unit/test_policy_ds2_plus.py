@@ -112,13 +112,20 @@ def test_a_settled_load_scales_down_after_a_minute_a_moving_one_after_its_interv
     assert target == 3 and "proposed for 3 epochs at 8 (the load moves under 5% an epoch)" in why
     # Two changes tell a step's end from a sine's crest no better than one: the long wait.
     target, why = decide(low, steady(8, 10_000, range(18, 20)), epoch=20)["count"]
-    assert target == 8 and "needs 11 (the load moves)" in why
+    assert target == 8 and "needs 11 (the load moves, or fell from its high)" in why
     # Moving: 10,000 and 12,500 in turn (25 % an epoch) wait the 5 min of scale_down_interval.
     swaying = [EpochWindows(e, chain(8, 12_500 if e % 2 else 10_000)) for e in range(10, 20)]
     target, why = decide(low, swaying[5:], epoch=20)["count"]
-    assert target == 8 and "proposed for 6 epochs at 8, needs 11 (the load moves)" in why
+    assert target == 8 and "proposed for 6 epochs at 8, needs 11 (the load moves, or fell from its high)" in why
     # After 5 min: down to the largest of the window (12,500 + a 2,500 sway + a restart's 2,083: 3 take 17,100).
     assert count(low, swaying, epoch=20) == 3
+    # Settled but fallen: a burst's end (36,000 for one epoch, 12,000 after it) is not a drain's surplus.
+    burst = [EpochWindows(15, chain(3, 12_000)), EpochWindows(16, chain(3, 36_000)), *steady(8, 12_000, range(17, 20))]
+    target, why = decide(chain(8, 12_000), burst, epoch=20)["count"]
+    assert target == 8 and "needs 11 (the load moves, or fell from its high)" in why
+    # The same minute after a drain, the load where it was: the surplus goes.
+    drained = [EpochWindows(15, chain(3, 12_000, pending=500_000)), *steady(8, 12_000, range(16, 20))]
+    assert count(chain(8, 12_000), drained, epoch=20) == 3
 
 
 def test_a_hot_key_is_sized_by_the_busiest_instance():

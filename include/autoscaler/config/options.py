@@ -183,7 +183,8 @@ RESTART_TIME = Option(
 SETTLED_SCALE_DOWN_INTERVAL = Option(
     "policy.settled_scale_down_interval", "duration", timedelta(minutes=1),
     "ds2_plus: the scale-down wait on a settled load, one whose arrival moves under 5 % an epoch (the median over "
-    "the history): a step down or the end of a burst. A moving load (a sine, a walk) waits scale_down_interval.", 0,
+    "the history) and is within 20 % of its highest: the surplus of a drain. A moving load (a sine, a walk) or one "
+    "that fell (a burst's end, a step down) waits scale_down_interval.", 0,
 )  # fmt: skip
 HISTORY_WINDOW = Option(
     "policy.history_window", "duration", timedelta(minutes=10),

@@ -26,9 +26,10 @@ sized from its true processing rate in one step -- and sizes for more than one w
 - **time**: no scale-down while a source owes more than 1 s of its input; a scale-down waits until
   it has been proposed for ``scale_down_interval`` at that size, then takes the largest proposal of
   that window (a scale-up in between starts the wait again). On a settled load, whose arrival
-  typically moves under 5 % an epoch (:func:`~autoscaler.policy.signals.settled`: a step down, a
-  burst's end), the wait is ``settled_scale_down_interval``: the long wait is for a sine's or a
-  walk's sway, and a settled load held at a drain's or a burst's size for it pays for nothing.
+  typically moves under 5 % an epoch (:func:`~autoscaler.policy.signals.settled`) and has not
+  fallen 20 % below its highest of the history, the wait is ``settled_scale_down_interval``: what
+  is shed is the surplus of a drain, not capacity a load that fell (a burst's end, a step down, a
+  sine's descent) may need again.
 
 Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`).
 Sources are not rescaled, as with every kind so far.
@@ -57,7 +58,9 @@ from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, sca
 from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
-LOAD_CHANGE = 0.2  # an ineffective scale-up blocks further ones until the arrival rate moves this much
+# An ineffective scale-up blocks further ones until the arrival rate moves this much; a load this far
+# below its highest of the history has fallen (its scale-down waits scale_down_interval).
+LOAD_CHANGE = 0.2
 # The words of a reason that holds a scale-up back as ineffective (record.alerts looks for them).
 INEFFECTIVE = "of the capacity it promised"
 REACTION_EPOCHS = 2  # intervals before a further change can take effect: the decided one and the warm-up after it
@@ -86,7 +89,7 @@ class Demand:
     change: dict[str, float]  # the same plus the input of a restart: what a new size must take
     arrival: float  # the sources' total arrival rate, as measured
     backlog: str | None  # which source owes more than DRAINED_S of its input, in words (None: none)
-    settled: bool  # every source's arrival typically moves under RISE of its rate an epoch
+    settled: bool  # every source's arrival typically moves under RISE of its rate an epoch, none fell LOAD_CHANGE
     words: dict[str, str]  # per source, how its demand was made
 
 
@@ -134,7 +137,11 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         # where there is one, already covers the sway.
         moves = typical_change(series)
         sway = max(0.0, rate + moves - sized)
-        steady = steady and settled(series, RISE)
+        # Settled, and not fallen: a drain's surplus is shed after a minute, but a load that fell (a burst's
+        # end, a step down, a sine's descent) may come back, and waits scale_down_interval (spike,
+        # 2026-11-26: 3 -> 8 for a 30-s burst and back to 3 a minute after it, a second rescale).
+        fell = rate < (1 - LOAD_CHANGE) * max(series)
+        steady = steady and settled(series, RISE) and not fell
         # Hysteresis on the catch-up too: a new size must drain the backlog within catch_up, the current
         # one is kept while it drains it within KEEP_DRAIN times that. Otherwise a drain on track (a
         # restart's own backlog, say, worked off in 70 s of a 60-s catch-up) is rescaled again, and the
@@ -255,7 +262,7 @@ def evaluate_epoch(
     if demand.settled:
         wait, load = options.settled_scale_down_interval, f"the load moves under {RISE:.0%} an epoch"
     else:
-        wait, load = options.effective("scale_down_interval") or 0.0, "the load moves"
+        wait, load = options.effective("scale_down_interval") or 0.0, "the load moves, or fell from its high"
     needed = math.ceil(wait / options.interval - 1e-9)
     recent = {e.epoch: e for e in past}
     earlier = []
