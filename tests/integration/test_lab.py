@@ -23,7 +23,7 @@ from autoscaler.lab.ground_truth import GroundTruth
 from autoscaler.lab.scenario import load_scenario
 from tests.conftest import ROOT
 
-pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.lab]
 SCENARIO = ROOT / "tests" / "fixtures" / "lab" / "short-step.yaml"
 POLICIES = ("ds2", "utilization", "rules")
 ENTRY_KEYS = {"at_s", "rate", "rescales", "time_to_sustain_s", "oscillations", "over_instances", "under_instances",
