@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 
 from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
@@ -107,25 +108,30 @@ def test_a_scale_down_waits_its_interval_then_takes_the_largest_proposal():
 
 def test_a_settled_load_scales_down_after_a_minute_a_moving_one_after_its_interval():
     low = chain(8, 10_000)  # 8 take 45,600 r/s; 10,000 wants 3
-    # Settled: flat for 3 epochs, the last two proposing 3 at 8 -> down after one minute (step-up-down's fall).
+    # Off by default: every load waits scale_down_interval (5 min).
+    assert PolicyOptions(kind="ds2_plus").settled_scale_down_interval is None
     target, why = decide(low, steady(8, 10_000, range(17, 20)), epoch=20)["count"]
+    assert target == 8 and "needs 11 (scale_down_interval 300 s)" in why
+    decide_at = partial(decide, settled_scale_down_interval=60.0)
+    # Settled: flat for 3 epochs, the last two proposing 3 at 8 -> down after one minute (step-up-down's fall).
+    target, why = decide_at(low, steady(8, 10_000, range(17, 20)), epoch=20)["count"]
     assert target == 3 and "proposed for 3 epochs at 8 (the load moves under 5% an epoch)" in why
     # Two changes tell a step's end from a sine's crest no better than one: the long wait.
-    target, why = decide(low, steady(8, 10_000, range(18, 20)), epoch=20)["count"]
+    target, why = decide_at(low, steady(8, 10_000, range(18, 20)), epoch=20)["count"]
     assert target == 8 and "needs 11 (the load moves, or fell from its high)" in why
     # Moving: 10,000 and 12,500 in turn (25 % an epoch) wait the 5 min of scale_down_interval.
     swaying = [EpochWindows(e, chain(8, 12_500 if e % 2 else 10_000)) for e in range(10, 20)]
-    target, why = decide(low, swaying[5:], epoch=20)["count"]
+    target, why = decide_at(low, swaying[5:], epoch=20)["count"]
     assert target == 8 and "proposed for 6 epochs at 8, needs 11 (the load moves, or fell from its high)" in why
     # After 5 min: down to the largest of the window (12,500 + a 2,500 sway + a restart's 2,083: 3 take 17,100).
-    assert count(low, swaying, epoch=20) == 3
+    assert decide_at(low, swaying, epoch=20)["count"][0] == 3
     # Settled but fallen: a burst's end (36,000 for one epoch, 12,000 after it) is not a drain's surplus.
     burst = [EpochWindows(15, chain(3, 12_000)), EpochWindows(16, chain(3, 36_000)), *steady(8, 12_000, range(17, 20))]
-    target, why = decide(chain(8, 12_000), burst, epoch=20)["count"]
+    target, why = decide_at(chain(8, 12_000), burst, epoch=20)["count"]
     assert target == 8 and "needs 11 (the load moves, or fell from its high)" in why
     # The same minute after a drain, the load where it was: the surplus goes.
     drained = [EpochWindows(15, chain(3, 12_000, pending=500_000)), *steady(8, 12_000, range(16, 20))]
-    assert count(chain(8, 12_000), drained, epoch=20) == 3
+    assert decide_at(chain(8, 12_000), drained, epoch=20)["count"][0] == 3
 
 
 def test_a_hot_key_is_sized_by_the_busiest_instance():

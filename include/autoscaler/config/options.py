@@ -181,10 +181,11 @@ RESTART_TIME = Option(
 )  # fmt: skip
 # kind ds2_plus: DS2 with the history it lacks (policy/ds2_plus.py).
 SETTLED_SCALE_DOWN_INTERVAL = Option(
-    "policy.settled_scale_down_interval", "duration", timedelta(minutes=1),
+    "policy.settled_scale_down_interval", "duration", None,
     "ds2_plus: the scale-down wait on a settled load, one whose arrival moves under 5 % an epoch (the median over "
-    "the history) and is within 20 % of its highest: the surplus of a drain. A moving load (a sine, a walk) or one "
-    "that fell (a burst's end, a step down) waits scale_down_interval.", 0,
+    "the history) and is within 20 % of its highest: the surplus of a drain, shed sooner (none: off, every load "
+    "waits scale_down_interval). Off by default: the next load step finds the job without the surplus and scales "
+    "up again (lab, step-up-down, 2026-11-26: 1 -> 7 -> 4 -> 8).", 0,
 )  # fmt: skip
 HISTORY_WINDOW = Option(
     "policy.history_window", "duration", timedelta(minutes=10),
@@ -297,7 +298,7 @@ class PolicyOptions:
     catch_up_duration: float | None = CATCH_UP_DURATION.default
     restart_time: float | None = RESTART_TIME.default
     history_window: float = HISTORY_WINDOW.default.total_seconds()
-    settled_scale_down_interval: float = SETTLED_SCALE_DOWN_INTERVAL.default.total_seconds()
+    settled_scale_down_interval: float | None = SETTLED_SCALE_DOWN_INTERVAL.default
     effectiveness_threshold: float = EFFECTIVENESS_THRESHOLD.default
     backpressure_threshold: float = BACKPRESSURE_THRESHOLD.default
     rules_epochs: int = RULES_EPOCHS.default
@@ -338,7 +339,7 @@ class PolicyOptions:
         for name in ("scale_down_interval", "catch_up_duration", "restart_time", "backlog_threshold", "history_window",
                      "settled_scale_down_interval"):  # fmt: skip
             value = getattr(self, name)
-            if value is None and name not in ("backlog_threshold", "history_window", "settled_scale_down_interval"):
+            if value is None and name not in ("backlog_threshold", "history_window"):
                 continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InputError(f"--{name.replace('_', '-')}", f"must be seconds >= 0, got {value!r}")

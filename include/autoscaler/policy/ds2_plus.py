@@ -25,9 +25,10 @@ sized from its true processing rate in one step -- and sizes for more than one w
   promised blocks further scale-ups of that operator until the load changes by 20 %;
 - **time**: no scale-down while a source owes more than 1 s of its input; a scale-down waits until
   it has been proposed for ``scale_down_interval`` at that size, then takes the largest proposal of
-  that window (a scale-up in between starts the wait again). On a settled load, whose arrival
-  typically moves under 5 % an epoch (:func:`~autoscaler.policy.signals.settled`) and has not
-  fallen 20 % below its highest of the history, the wait is ``settled_scale_down_interval``: what
+  that window (a scale-up in between starts the wait again). With ``settled_scale_down_interval``
+  set (off by default: the lab found it costs a rescale when the next step comes), on a settled
+  load, whose arrival typically moves under 5 % an epoch (:func:`~autoscaler.policy.signals.settled`)
+  and has not fallen 20 % below its highest of the history, the wait is that interval: what
   is shed is the surplus of a drain, not capacity a load that fell (a burst's end, a step down, a
   sine's descent) may need again.
 
@@ -259,10 +260,13 @@ def evaluate_epoch(
         epoch = history[-1].epoch + 1 if history else 0
     sizings, demand = _sizings(topology, windows, options, source_rates, past, epoch)
     # The scale-down wait: each of the previous epochs of the interval, at this size, proposed one too.
-    if demand.settled:
-        wait, load = options.settled_scale_down_interval, f"the load moves under {RISE:.0%} an epoch"
+    shed, wait = options.settled_scale_down_interval, options.effective("scale_down_interval") or 0.0
+    if shed is None:
+        load = f"scale_down_interval {wait:g} s"
+    elif demand.settled:
+        wait, load = shed, f"the load moves under {RISE:.0%} an epoch"
     else:
-        wait, load = options.effective("scale_down_interval") or 0.0, "the load moves, or fell from its high"
+        load = "the load moves, or fell from its high"
     needed = math.ceil(wait / options.interval - 1e-9)
     recent = {e.epoch: e for e in past}
     earlier = []
