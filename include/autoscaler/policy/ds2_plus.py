@@ -138,9 +138,9 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         # where there is one, already covers the sway.
         moves = typical_change(series)
         sway = max(0.0, rate + moves - sized)
-        # Settled, and not fallen: a drain's surplus is shed after a minute, but a load that fell (a burst's
-        # end, a step down, a sine's descent) may come back, and waits scale_down_interval (spike,
-        # 2026-11-26: 3 -> 8 for a 30-s burst and back to 3 a minute after it, a second rescale).
+        # Settled, and not fallen: with settled_scale_down_interval set, a drain's surplus is shed sooner,
+        # but a load that fell (a burst's end, a step down, a sine's descent) may come back, and waits
+        # scale_down_interval (spike, 2026-11-26: 3 -> 8 for a 30-s burst, back to 3 a minute after it).
         fell = rate < (1 - LOAD_CHANGE) * max(series)
         steady = steady and settled(series, RISE) and not fell
         # Hysteresis on the catch-up too: a new size must drain the backlog within catch_up, the current
