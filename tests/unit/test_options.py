@@ -16,6 +16,8 @@ from autoscaler.policy.rounding import key_group_divisors
         ({"min_parallelism": {"a": 0}}, "--min-parallelism"),
         ({"min_parallelism": {"a": 4}, "max_parallelism": {"a": 2}}, "--max-parallelism"),
         ({"job_max_parallelism": 0}, "--job-max-parallelism"),
+        ({"settled_scale_down_interval": -60.0}, "--settled-scale-down-interval"),
+        ({"scale_down_interval": float("nan")}, "--scale-down-interval"),
     ],
 )
 def test_bad_options_name_the_option(kwargs, source):
