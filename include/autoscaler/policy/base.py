@@ -131,7 +131,7 @@ def unusable_epoch(topology: Topology, windows: Mapping[str, OperatorWindow]) ->
 
 
 # What each basis of a source's arrival rate means, in a decision's words (see collect.snapshot).
-_BASIS_WORDS = {
+BASIS_WORDS = {
     "emitted+lag": "records emitted + backlog growth",
     "emitted-unblocked": "no pendingRecords reported: only what it emitted while unblocked is known, "
     "the arrival rate beyond it is not",
@@ -148,7 +148,7 @@ def source_arrival(window: OperatorWindow, override_per_instance: float | None) 
     """
     if override_per_instance is None:
         basis = window.rate_basis
-        words = "; ".join(_BASIS_WORDS.get(b, b) for b in basis.split("/")) if basis else "the input's true output rate"
+        words = "; ".join(BASIS_WORDS.get(b, b) for b in basis.split("/")) if basis else "the input's true output rate"
         return window.true_output_rate, words
     if override_per_instance == -1:
         return window.observed_output_rate, "override -1: the observed output"

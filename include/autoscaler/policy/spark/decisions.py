@@ -26,12 +26,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
+from autoscaler.policy.base import BASIS_WORDS, EpochWindows, OperatorWindow, history_epochs, policy_for
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE
 from autoscaler.store.schemas import DECISIONS
 from autoscaler.topology import Topology
 
 WINDOW_FIELDS = list(OperatorWindow.__dataclass_fields__)
+# Instance columns an operator's window sums.
+_SUMMED = ("true_processing_rate", "true_output_rate", "observed_output_rate", "observed_processing_rate", "pending_records")
 
 
 @dataclass(frozen=True)
@@ -44,29 +46,57 @@ class RunInfo:
 
 
 def operator_windows(metrics: DataFrame) -> DataFrame:
-    """One row per (job, epoch, operator): the instance rows summed as the policies read them."""
+    """One row per (job, epoch, operator): the instance rows summed as the policies read them.
+
+    Two plain aggregations, one per instance and then one per operator, rather than one with
+    ``countDistinct`` and ``collect_set``: distinct counts make Spark expand every row once per
+    distinct column, and a set is an object aggregate that falls back to sorting. At 10^6 rows this
+    stage took 14.4 s that way (``benchmarks/results/profile-backfill-1e6.md``).
+    """
     window = F.col("busy_ms") + F.col("idle_ms") + F.col("backpressured_ms")
 
     def ratio(part: str) -> F.Column:
         return F.max(F.when(window > 0, F.col(part) / window))
 
+    basis = F.col("source_rate_basis")
+    known = sorted(BASIS_WORDS)
+    unknown = F.when(~basis.isin(known), basis)
     # An instance counts once, and only within 1..parallelism; a second row of one is bad input.
-    valid = F.when((F.col("instance") >= 1) & (F.col("instance") <= F.col("parallelism")), F.col("instance"))
-    return metrics.groupBy("job", "epoch", "operator_id").agg(
+    valid = (F.col("instance") >= 1) & (F.col("instance") <= F.col("parallelism"))
+    per_instance = metrics.groupBy("job", "epoch", "operator_id", "instance").agg(
+        F.count("*").alias("rows"),
+        F.max(F.coalesce(valid, F.lit(False)).cast("int")).alias("valid"),
         F.max("parallelism").alias("parallelism"),
-        F.countDistinct(valid).cast("int").alias("instances_observed"),
-        (F.count("*") - F.countDistinct("instance")).cast("int").alias("duplicated_instances"),
+        F.max("max_parallelism").alias("max_parallelism"),
+        F.count_if(F.col("warmup")).alias("warmup"),
+        *(F.sum(c).alias(c) for c in _SUMMED),
+        F.max("observed_processing_rate").alias("observed_processing_rate_max"),
+        ratio("busy_ms").alias("busy_ratio_max"),
+        ratio("backpressured_ms").alias("backpressure_ratio_max"),
+        *(F.max((basis == value).cast("int")).alias(f"basis_{k}") for k, value in enumerate(known)),
+        F.min(unknown).alias("basis_unknown_min"),
+        F.max(unknown).alias("basis_unknown_max"),
+    )
+    # The rate bases seen, sorted and joined: the known ones by flag, others by their least and greatest
+    # (exact for up to two values no collector writes; array_join skips the nulls).
+    low, high = F.min("basis_unknown_min"), F.max("basis_unknown_max")
+    seen = [F.when(F.max(f"basis_{k}") == 1, F.lit(value)) for k, value in enumerate(known)]
+    return per_instance.groupBy("job", "epoch", "operator_id").agg(
+        F.max("parallelism").alias("parallelism"),
+        F.sum("valid").cast("int").alias("instances_observed"),
+        # A null instance is a row of none: every such row counts as a duplicate, as it did with DISTINCT.
+        (F.sum("rows") - F.count("instance")).cast("int").alias("duplicated_instances"),
         F.sum("true_processing_rate").alias("true_processing_rate"),
         F.sum("true_output_rate").alias("true_output_rate"),
         F.sum("observed_output_rate").alias("observed_output_rate"),
         F.max("max_parallelism").alias("max_parallelism"),
-        F.count_if(F.col("warmup")).cast("int").alias("warmup_instances"),
+        F.sum("warmup").cast("int").alias("warmup_instances"),
         F.sum("observed_processing_rate").alias("observed_processing_rate"),
-        F.max("observed_processing_rate").alias("observed_processing_rate_max"),
-        F.coalesce(ratio("busy_ms"), F.lit(0.0)).alias("busy_ratio_max"),
-        F.coalesce(ratio("backpressured_ms"), F.lit(0.0)).alias("backpressure_ratio_max"),
+        F.max("observed_processing_rate_max").alias("observed_processing_rate_max"),
+        F.coalesce(F.max("busy_ratio_max"), F.lit(0.0)).alias("busy_ratio_max"),
+        F.coalesce(F.max("backpressure_ratio_max"), F.lit(0.0)).alias("backpressure_ratio_max"),
         F.sum("pending_records").alias("pending_records"),
-        F.array_join(F.array_sort(F.collect_set("source_rate_basis")), "/").alias("rate_basis"),
+        F.array_join(F.array_sort(F.array(*seen, low, F.when(high != low, high))), "/").alias("rate_basis"),
     )
 
 

@@ -1,0 +1,83 @@
+"""Spark's operator windows sum instance rows exactly as the rule written out in Python here does.
+
+The aggregation is written for speed (two plain group-bys, no DISTINCT, no set); this pins its
+meaning on random rows that include every kind of bad input the policies must see.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+
+import pytest
+
+from autoscaler.policy.spark.decisions import operator_windows
+
+pytestmark = pytest.mark.spark
+
+BASES = ["emitted+lag", "emitted-unblocked", "emitted", "gauge (oracle)", None, None, "zz-other", "aa-other"]
+
+
+def _rows(seed: int) -> list[dict]:
+    rnd = random.Random(seed)
+    rows = []
+    for epoch in range(1, 7):
+        for op in ("src", "map", "sink"):
+            p = rnd.randint(1, 4)
+            for instance in range(0, p + 2):  # 0 and p+1 are out of range; some instances are missing
+                for _ in range(rnd.choice([0, 1, 1, 1, 2])):  # missing, once, or duplicated
+                    busy, idle, bp = (rnd.choice([0.0, rnd.uniform(0, 1000)]) for _ in range(3))
+                    rows.append({
+                        "job": rnd.choice(["a", "b"]), "epoch": epoch, "operator_id": op, "instance": instance,
+                        "parallelism": p, "max_parallelism": rnd.choice([None, 128]), "warmup": rnd.random() < 0.2,
+                        "busy_ms": busy, "idle_ms": idle, "backpressured_ms": bp,
+                        "true_processing_rate": rnd.uniform(0, 100), "true_output_rate": rnd.uniform(0, 100),
+                        "observed_processing_rate": rnd.uniform(0, 100), "observed_output_rate": rnd.uniform(0, 100),
+                        "pending_records": rnd.choice([None, rnd.uniform(0, 1e4)]), "source_rate_basis": rnd.choice(BASES),
+                    })  # fmt: skip
+    return rows
+
+
+def _expected(rows: list[dict]) -> dict[tuple, dict]:
+    """The meaning: sums and maxima over the rows; an instance counts once and only within 1..parallelism."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["job"], r["epoch"], r["operator_id"])].append(r)
+    out = {}
+    for key, rs in groups.items():
+        ratios = lambda part: [r[part] / w for r in rs if (w := r["busy_ms"] + r["idle_ms"] + r["backpressured_ms"]) > 0]  # noqa: E731
+        pending = [r["pending_records"] for r in rs if r["pending_records"] is not None]
+        max_par = [r["max_parallelism"] for r in rs if r["max_parallelism"] is not None]
+        out[key] = {
+            "parallelism": max(r["parallelism"] for r in rs),
+            "instances_observed": len({r["instance"] for r in rs if 1 <= r["instance"] <= r["parallelism"]}),
+            "duplicated_instances": len(rs) - len({r["instance"] for r in rs}),
+            "warmup_instances": sum(r["warmup"] for r in rs),
+            "max_parallelism": max(max_par) if max_par else None,
+            "observed_processing_rate_max": max(r["observed_processing_rate"] for r in rs),
+            "busy_ratio_max": max(ratios("busy_ms"), default=0.0),
+            "backpressure_ratio_max": max(ratios("backpressured_ms"), default=0.0),
+            "pending_records": sum(pending) if pending else None,
+            "rate_basis": "/".join(sorted({r["source_rate_basis"] for r in rs} - {None})),
+            **{c: sum(r[c] for r in rs) for c in ("true_processing_rate", "true_output_rate",
+                                                   "observed_output_rate", "observed_processing_rate")},
+        }  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_operator_windows_match_their_meaning_on_bad_and_good_rows(spark, seed):
+    rows = _rows(seed)
+    expected = _expected(rows)
+    got = {(r["job"], r["epoch"], r["operator_id"]): r.asDict() for r in operator_windows(spark.createDataFrame(rows)).collect()}
+    assert got.keys() == expected.keys()
+    assert any(e["duplicated_instances"] for e in expected.values())  # the rows do hold bad input
+    assert any("/" in e["rate_basis"] and "other" in e["rate_basis"] for e in expected.values())
+    for key, want in expected.items():
+        for name, value in want.items():
+            have = got[key][name]
+            if isinstance(value, float):
+                assert have is not None and math.isclose(have, value, rel_tol=1e-9, abs_tol=1e-12), (key, name, have, value)
+            else:
+                assert have == value, (key, name, have, value)
