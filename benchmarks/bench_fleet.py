@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -282,7 +283,24 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
         "median_policy_task_s": med("policy_s"),
         "policy_tasks_run": sum(1 for x in latencies if x["policy_state"] == "success"),
         "batched": bool(args.batched),
+        **({"median_stage_s": stage_seconds(s.folder, t0, t1)} if args.batched else {}),
     }  # fmt: skip
+
+
+STAGES = re.compile(r"seconds per stage for (\d+) jobs: ([a-z]+ [0-9.]+(?:, [a-z]+ [0-9.]+)*)")
+
+
+def stage_seconds(folder: Path, t0: float, t1: float) -> dict[str, float]:
+    """Median seconds per stage of the fleet runs' decide_jobs tasks whose log was last written in [t0, t1]."""
+    per_stage: dict[str, list[float]] = {}
+    for log in folder.rglob("task_id=decide_jobs/attempt=*.log"):
+        if not t0 <= log.stat().st_mtime <= t1 + 60:
+            continue
+        for match in STAGES.finditer(log.read_text(errors="replace")):
+            for part in match.group(2).split(", "):
+                name, value = part.split(" ")
+                per_stage.setdefault(name, []).append(float(value))
+    return {k: round(statistics.median(v), 2) for k, v in per_stage.items()}
 
 
 POLICY_RUN = """
@@ -376,6 +394,10 @@ def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: arg
             f"{r['max_lag_s']} s | "
             f"{r['median_epoch_end_to_decision_s']} s | {r['median_epoch_end_to_run_end_s']} s | {r['median_policy_task_s']} s |"
         )
+    staged = [r for r in fleet if r.get("median_stage_s")]
+    if staged:
+        lines += ["", "Seconds per stage of the decide_jobs task, median (from its log line):", ""]
+        lines += [f"- {r['jobs']} jobs: " + ", ".join(f"{k} {v}" for k, v in r["median_stage_s"].items()) for r in staged]
     idle = next((r for r in fleet if r["jobs"] == 0), None)
     busiest = max(fleet, key=lambda r: r["jobs"])
     if busiest["jobs"]:
