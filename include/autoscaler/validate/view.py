@@ -71,14 +71,49 @@ def pandas_metrics(
     (numpy would turn it into float64 and the type expectations could not tell); timestamps
     are UTC without a zone.
     """
-    df = rows.to_pandas(types_mapper=_PANDAS_INTS.get)
-    df["window_ms"] = (_times(df, "window_end") - _times(df, "window_start")).dt.total_seconds() * 1000.0
-    df["accounted_ms"] = _numbers(df, "busy_ms") + _numbers(df, "idle_ms") + _numbers(df, "backpressured_ms")
-    _pandas_previous(df, None if previous is None else previous.to_pandas(types_mapper=_PANDAS_INTS.get))
-    _pandas_offsets(df, intervals)
+    df = _pandas_frame(rows, previous, _SLOT_KEY)
+    if intervals and "epoch" in df.columns:
+        _pandas_offsets(df, df["epoch"].map({e: iv[0] for e, iv in intervals.items()}),
+                        df["epoch"].map({e: iv[1] for e, iv in intervals.items()}))  # fmt: skip
+    else:
+        _pandas_offsets(df, None, None)
     ops = df["operator_id"] if "operator_id" in df.columns else pd.Series([None] * len(df), index=df.index, dtype=object)
     df["topology_parallelism"] = ops.map({k: o.parallelism for k, o in topology.operators.items()}).astype("Int32")
     df["topology_is_source"] = ops.map({k: o.is_source for k, o in topology.operators.items()}).astype("boolean")
+    return _zoneless(df)
+
+
+def pandas_fleet_metrics(
+    rows: pa.Table, previous: pa.Table | None, intervals: Mapping[str, Interval | None], topologies: Mapping[str, Topology]
+) -> pd.DataFrame:
+    """One epoch of many jobs as one metrics batch, derived in one pass (a fleet's validation).
+
+    Each job's rows get what :func:`pandas_metrics` gives them alone: the previous windows of its
+    own instances, its own data interval and its own topology. ``rows`` and ``previous`` hold every
+    job's rows, with the metrics schema (``job`` included).
+    """
+    df = _pandas_frame(rows, previous, ["job", *_SLOT_KEY])
+    jobs = df["job"]
+    _pandas_offsets(
+        df, jobs.map({j: iv[0] for j, iv in intervals.items() if iv}), jobs.map({j: iv[1] for j, iv in intervals.items() if iv})
+    )
+    facts = {(j, k): (o.parallelism, o.is_source) for j, t in topologies.items() for k, o in t.operators.items()}
+    found = [facts.get(key, (None, None)) for key in zip(jobs, df["operator_id"], strict=True)]
+    df["topology_parallelism"] = pd.array([f[0] for f in found], dtype="Int32")
+    df["topology_is_source"] = pd.array([f[1] for f in found], dtype="boolean")
+    return _zoneless(df)
+
+
+def _pandas_frame(rows: pa.Table, previous: pa.Table | None, key: list[str]) -> pd.DataFrame:
+    """The rows with the window length, the accounted time and each instance's previous window (by ``key``)."""
+    df = rows.to_pandas(types_mapper=_PANDAS_INTS.get)
+    df["window_ms"] = (_times(df, "window_end") - _times(df, "window_start")).dt.total_seconds() * 1000.0
+    df["accounted_ms"] = _numbers(df, "busy_ms") + _numbers(df, "idle_ms") + _numbers(df, "backpressured_ms")
+    _pandas_previous(df, None if previous is None else previous.to_pandas(types_mapper=_PANDAS_INTS.get), key)
+    return df
+
+
+def _zoneless(df: pd.DataFrame) -> pd.DataFrame:
     for name in df.columns:  # zone-less UTC: GX's pandas type check cannot name a zoned dtype
         if isinstance(df[name].dtype, pd.DatetimeTZDtype):
             df[name] = df[name].dt.tz_convert("UTC").dt.tz_localize(None)
@@ -98,9 +133,9 @@ def _times(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_datetime(df[name], errors="coerce", utc=True)
 
 
-def _pandas_previous(df: pd.DataFrame, previous: pd.DataFrame | None) -> None:
+def _pandas_previous(df: pd.DataFrame, previous: pd.DataFrame | None, key: list[str]) -> None:
     names = ["previous_window_start", "previous_window_end"]
-    needed = {"epoch", *_SLOT_KEY, "window_start", "window_end"}
+    needed = {"epoch", *key, "window_start", "window_end"}
     if not needed <= set(df.columns):
         df[names[0]] = pd.NaT
         df[names[1]] = pd.NaT
@@ -109,24 +144,23 @@ def _pandas_previous(df: pd.DataFrame, previous: pd.DataFrame | None) -> None:
     if previous is not None and needed <= set(previous.columns):
         parts.insert(0, previous[list(needed)])
     both = pd.concat(parts, ignore_index=True)
-    last = both.groupby([*_SLOT_KEY, "epoch"], sort=True, dropna=False)[["window_start", "window_end"]].max().reset_index()
-    shifted = last.groupby(_SLOT_KEY, sort=False, dropna=False)[["window_start", "window_end"]].shift(1)
+    last = both.groupby([*key, "epoch"], sort=True, dropna=False)[["window_start", "window_end"]].max().reset_index()
+    shifted = last.groupby(key, sort=False, dropna=False)[["window_start", "window_end"]].shift(1)
     last[names[0]] = shifted["window_start"]
     last[names[1]] = shifted["window_end"]
-    merged = df[[*_SLOT_KEY, "epoch"]].merge(last[[*_SLOT_KEY, "epoch", *names]], on=[*_SLOT_KEY, "epoch"], how="left")
+    merged = df[[*key, "epoch"]].merge(last[[*key, "epoch", *names]], on=[*key, "epoch"], how="left")
     df[names[0]] = merged[names[0]].set_axis(df.index)  # a left merge keeps the left order
     df[names[1]] = merged[names[1]].set_axis(df.index)
 
 
-def _pandas_offsets(df: pd.DataFrame, intervals: Mapping[int, Interval] | None) -> None:
-    if not intervals or "epoch" not in df.columns:
+def _pandas_offsets(df: pd.DataFrame, starts: pd.Series | None, ends: pd.Series | None) -> None:
+    """How far each window starts and ends after its data interval does (NaN without an interval)."""
+    if starts is None or ends is None:
         df["start_offset_s"] = float("nan")
         df["end_offset_s"] = float("nan")
         return
-    starts = pd.to_datetime(df["epoch"].map({e: iv[0] for e, iv in intervals.items()}), utc=True)
-    ends = pd.to_datetime(df["epoch"].map({e: iv[1] for e, iv in intervals.items()}), utc=True)
-    df["start_offset_s"] = (_times(df, "window_start") - starts).dt.total_seconds()
-    df["end_offset_s"] = (_times(df, "window_end") - ends).dt.total_seconds()
+    df["start_offset_s"] = (_times(df, "window_start") - pd.to_datetime(starts, utc=True)).dt.total_seconds()
+    df["end_offset_s"] = (_times(df, "window_end") - pd.to_datetime(ends, utc=True)).dt.total_seconds()
 
 
 def pandas_slots(df: pd.DataFrame, epochs: Iterable[int], topology: Topology) -> pd.DataFrame:
@@ -143,6 +177,19 @@ def pandas_slots(df: pd.DataFrame, epochs: Iterable[int], topology: Topology) ->
     grid = grid.merge(counts, on=["epoch", *_SLOT_KEY], how="left")
     grid["rows"] = grid["rows"].fillna(0).astype("int64")
     return grid
+
+
+def pandas_fleet_slots(df: pd.DataFrame, epoch: int, topologies: Mapping[str, Topology]) -> pd.DataFrame:
+    """:func:`pandas_slots` of many jobs' epoch at once, with each row's ``job``."""
+    grid = pd.DataFrame(
+        [(epoch, op, i, job) for job, t in topologies.items() for op, i in expected_slots(t)],
+        columns=["epoch", "operator_id", "instance", "job"],
+    ).astype({"epoch": "int64", "instance": "int64"})
+    keys = df[["job", "epoch", *_SLOT_KEY]].dropna().astype({"epoch": "int64", "instance": "int64"})
+    counts = keys.value_counts().rename("rows").reset_index()
+    grid = grid.merge(counts, on=["job", "epoch", *_SLOT_KEY], how="left")
+    grid["rows"] = grid["rows"].fillna(0).astype("int64")
+    return grid[[*SLOT_COLUMNS, "job"]]
 
 
 # ---------------------------------------------------------------- Spark (a backfill range)
