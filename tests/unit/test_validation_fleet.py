@@ -73,3 +73,41 @@ def test_a_job_without_rows_fails_alone(tmp_path):
     results, errors = validate_fleet_epoch(tmp_path, EPOCH, {"good": config(EPOCH), "gone": config(EPOCH)})
     assert errors == {} and results["good"].success
     assert results["gone"].failed_rules == ["instances_present"] and results["gone"].rows == 0
+
+
+def test_when_the_one_pass_fails_each_job_is_derived_alone_and_only_the_bad_one_fails(tmp_path, monkeypatch):
+    from autoscaler.validate import view
+
+    jobs = {
+        "good": epoch_rows(EPOCH),
+        "missing": drop(epoch_rows(EPOCH), lambda r: (r["operator_id"], r["instance"]) != ("count", 2)),
+        "bad": epoch_rows(EPOCH),
+    }
+    for job, rows in jobs.items():
+        write_epochs(tmp_path / "one", METRICS, job, table(_rows(job, rows)))
+        write_epochs(tmp_path / "alone", METRICS, job, table(_rows(job, rows)))
+    configs = {job: config(EPOCH) for job in jobs}
+    one_pass, _ = validate_fleet_epoch(tmp_path / "one", EPOCH, configs)
+
+    def broken(*args, **kwargs):
+        raise ValueError("a batch of another schema")
+
+    alone_metrics = view.pandas_metrics
+
+    def bad_job_breaks(rows, *args, **kwargs):
+        if rows.num_rows and rows.column("job")[0].as_py() == "bad":
+            raise ValueError("unreadable rows")
+        return alone_metrics(rows, *args, **kwargs)
+
+    monkeypatch.setattr(view, "pandas_fleet_metrics", broken)
+    monkeypatch.setattr(view, "pandas_metrics", bad_job_breaks)
+    alone, errors = validate_fleet_epoch(tmp_path / "alone", EPOCH, configs)
+
+    assert errors == {"bad": "ValueError: unreadable rows"}
+    assert set(alone) == {"good", "missing"}
+    for job in alone:
+        assert alone[job].failed_rules == one_pass[job].failed_rules, job
+        assert [o.where() for f in alone[job].failures for o in f.offenders] == [
+            o.where() for f in one_pass[job].failures for o in f.offenders
+        ]
+    assert one_pass["bad"].success and alone["good"].success and alone["missing"].failed_rules == ["instances_present"]
