@@ -23,11 +23,15 @@ after the other; server and client CPU and wall time.
 counters recorded from the real test job, advancing with time) instead of running on Flink, for
 fleets larger than this machine's Flink holds. Its CPU is the workload's, like Flink's: not counted.
 
+``--hog N``: N busy processes run through the measured intervals (2 cores: N = 4 keeps the load
+at 4 or more). Afterwards the runs may drain (up to 5 minutes), and the epochs that ended in the
+measured intervals are counted: decided (late or not) or lost, with epoch end -> decision.
+
 ``--executor celery``: Airflow as the cluster mode runs it (the CeleryExecutor with two workers on the
 project's Redis broker, conf/airflow/celery.env); Redis counts as the autoscaler's.
 
     .venv/bin/python benchmarks/bench_fleet.py [--jobs 0,1,5,10] [--interval 30] [--epochs 4]
-        [--policy-jobs 100] [--executor local|celery] [--batched] [--replay] [--results benchmarks/results/fleet]
+        [--policy-jobs 100] [--executor local|celery] [--batched] [--replay] [--hog 4] [--results benchmarks/results/fleet]
 """
 
 from __future__ import annotations
@@ -203,10 +207,20 @@ def run_fleet(args: argparse.Namespace, local: Any, work: Path) -> list[dict[str
                 time.sleep(0.5)
             t0, c0 = time.time(), s.cpu()
             end = first + args.epochs * args.interval
-            while time.time() < end + 1:
-                time.sleep(0.5)
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hog)]
+            try:
+                while time.time() < end + 1:
+                    time.sleep(0.5)
+                load = os.getloadavg()
+            finally:
+                for hog in hogs:
+                    hog.kill()
+                    hog.wait()
             t1, c1 = time.time(), s.cpu()
             results.append(measure(s, n, args, t0, t1, {k: c1[k] - c0.get(k, 0.0) for k in c1}))
+            if args.hog:
+                results[-1]["hog"] = {"processes": args.hog, "load_at_end": [round(x, 2) for x in load],
+                                      **epochs_decided(s, n, args, first, end)}  # fmt: skip
             print(json.dumps(results[-1]), flush=True)
     finally:
         if replay is not None:
@@ -284,6 +298,43 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
         "policy_tasks_run": sum(1 for x in latencies if x["policy_state"] == "success"),
         "batched": bool(args.batched),
         **({"median_stage_s": stage_seconds(s.folder, t0, t1)} if args.batched else {}),
+    }  # fmt: skip
+
+
+def epochs_decided(s: Stack, n: int, args: argparse.Namespace, first: float, end: float, drain_s: float = 300) -> dict:
+    """Of the epochs that ended in (first, end], how many were decided (late or not), once the runs drained.
+
+    An epoch counts as decided when a run exists for its data interval and its decide task
+    succeeded; an interval the scheduler never made a run for counts as lost.
+    """
+    dags = [f"ds2_fleet_{args.interval}s"] if args.batched else [f"ds2_fleet{i}" for i in range(n)]
+    decide = "decide_jobs" if args.batched else "decide"
+    due = [first + k * args.interval for k in range(1, round((end - first) / args.interval) + 1)]
+    deadline = time.time() + drain_s
+    while True:
+        found: dict[tuple[str, float], dict] = {}
+        for dag in dags:
+            for run in s.api("GET", f"/api/v2/dags/{dag}/dagRuns", params={"limit": 200})["dag_runs"]:
+                found[(dag, datetime.fromisoformat(run["data_interval_end"]).timestamp())] = run
+        pending = [r for key, r in found.items() if key[1] in due and r["state"] not in ("success", "failed")]
+        if not pending or time.time() > deadline:
+            break
+        time.sleep(2)
+    decided, late = 0, []
+    for dag in dags:
+        for at in due:
+            run = found.get((dag, at))
+            if run is None:
+                continue
+            tis = s.api("GET", f"/api/v2/dags/{dag}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]
+            task = next((t for t in tis if t["task_id"] == decide), None)
+            if task and task["state"] == "success" and task.get("end_date"):
+                decided += 1
+                late.append(datetime.fromisoformat(task["end_date"]).timestamp() - at)
+    per_run = n if args.batched else 1
+    return {
+        "epochs_due": len(due) * len(dags) * per_run, "epochs_decided": decided * per_run,
+        "epoch_end_to_decision_s": {"median": round(statistics.median(late), 1), "max": round(max(late), 1)} if late else None,
     }  # fmt: skip
 
 
@@ -394,6 +445,11 @@ def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: arg
             f"{r['max_lag_s']} s | "
             f"{r['median_epoch_end_to_decision_s']} s | {r['median_epoch_end_to_run_end_s']} s | {r['median_policy_task_s']} s |"
         )
+    for r in (r for r in fleet if r.get("hog")):
+        h = r["hog"]
+        lines += ["", f"Under a CPU hog ({h['processes']} busy processes during the measured intervals; load average at "
+                  f"their end {h['load_at_end'][0]} (1 min)): {h['epochs_decided']} of {h['epochs_due']} epochs decided once "
+                  f"the runs drained; epoch end → decision {h['epoch_end_to_decision_s']}."]  # fmt: skip
     staged = [r for r in fleet if r.get("median_stage_s")]
     if staged:
         lines += ["", "Seconds per stage of the decide_jobs task, median (from its log line):", ""]
@@ -429,6 +485,7 @@ def main() -> None:
     parser.add_argument("--executor", choices=("local", "celery"), default="local")
     parser.add_argument("--batched", action="store_true", help="register the jobs with batched: true (the fleet path)")
     parser.add_argument("--replay", action="store_true", help="serve the jobs from the Flink REST replay, not Flink")
+    parser.add_argument("--hog", type=int, default=0, help="busy processes running through the measured intervals")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "fleet"))
     args = parser.parse_args()
     local = load_local()
