@@ -39,6 +39,11 @@ def _rows(seed: int) -> list[dict]:
     return rows
 
 
+def _ratios(rows: list[dict], part: str) -> list[float]:
+    """``part`` over the window, of each row whose window is known."""
+    return [r[part] / w for r in rows if (w := r["busy_ms"] + r["idle_ms"] + r["backpressured_ms"]) > 0]
+
+
 def _expected(rows: list[dict]) -> dict[tuple, dict]:
     """The meaning: sums and maxima over the rows; an instance counts once and only within 1..parallelism."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -46,7 +51,6 @@ def _expected(rows: list[dict]) -> dict[tuple, dict]:
         groups[(r["job"], r["epoch"], r["operator_id"])].append(r)
     out = {}
     for key, rs in groups.items():
-        ratios = lambda part: [r[part] / w for r in rs if (w := r["busy_ms"] + r["idle_ms"] + r["backpressured_ms"]) > 0]  # noqa: E731
         pending = [r["pending_records"] for r in rs if r["pending_records"] is not None]
         max_par = [r["max_parallelism"] for r in rs if r["max_parallelism"] is not None]
         out[key] = {
@@ -56,8 +60,8 @@ def _expected(rows: list[dict]) -> dict[tuple, dict]:
             "warmup_instances": sum(r["warmup"] for r in rs),
             "max_parallelism": max(max_par) if max_par else None,
             "observed_processing_rate_max": max(r["observed_processing_rate"] for r in rs),
-            "busy_ratio_max": max(ratios("busy_ms"), default=0.0),
-            "backpressure_ratio_max": max(ratios("backpressured_ms"), default=0.0),
+            "busy_ratio_max": max(_ratios(rs, "busy_ms"), default=0.0),
+            "backpressure_ratio_max": max(_ratios(rs, "backpressured_ms"), default=0.0),
             "pending_records": sum(pending) if pending else None,
             "rate_basis": "/".join(sorted({r["source_rate_basis"] for r in rs} - {None})),
             **{c: sum(r[c] for r in rs) for c in ("true_processing_rate", "true_output_rate",
