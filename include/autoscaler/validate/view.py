@@ -169,14 +169,7 @@ def pandas_slots(df: pd.DataFrame, epochs: Iterable[int], topology: Topology) ->
     grid = pd.DataFrame([(e, op, i) for e in epochs for op, i in slots], columns=["epoch", "operator_id", "instance"]).astype(
         {"epoch": "int64", "instance": "int64"}
     )
-    if not {"epoch", *_SLOT_KEY} <= set(df.columns) or df.empty:
-        grid["rows"] = 0
-        return grid
-    keys = df[["epoch", *_SLOT_KEY]].dropna().astype({"epoch": "int64", "instance": "int64"})
-    counts = keys.value_counts().rename("rows").reset_index()
-    grid = grid.merge(counts, on=["epoch", *_SLOT_KEY], how="left")
-    grid["rows"] = grid["rows"].fillna(0).astype("int64")
-    return grid
+    return _count_rows(grid, df, ["epoch", *_SLOT_KEY])
 
 
 def pandas_fleet_slots(df: pd.DataFrame, epoch: int, topologies: Mapping[str, Topology]) -> pd.DataFrame:
@@ -185,11 +178,19 @@ def pandas_fleet_slots(df: pd.DataFrame, epoch: int, topologies: Mapping[str, To
         [(epoch, op, i, job) for job, t in topologies.items() for op, i in expected_slots(t)],
         columns=["epoch", "operator_id", "instance", "job"],
     ).astype({"epoch": "int64", "instance": "int64"})
-    keys = df[["job", "epoch", *_SLOT_KEY]].dropna().astype({"epoch": "int64", "instance": "int64"})
+    return _count_rows(grid, df, ["job", "epoch", *_SLOT_KEY])[[*SLOT_COLUMNS, "job"]]
+
+
+def _count_rows(grid: pd.DataFrame, df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """``grid`` (one row per expected ``key``) with ``rows``: the metrics rows of ``df`` found for each."""
+    if not set(key) <= set(df.columns) or df.empty:
+        grid["rows"] = 0
+        return grid
+    keys = df[key].dropna().astype({"epoch": "int64", "instance": "int64"})
     counts = keys.value_counts().rename("rows").reset_index()
-    grid = grid.merge(counts, on=["job", "epoch", *_SLOT_KEY], how="left")
+    grid = grid.merge(counts, on=key, how="left")
     grid["rows"] = grid["rows"].fillna(0).astype("int64")
-    return grid[[*SLOT_COLUMNS, "job"]]
+    return grid
 
 
 # ---------------------------------------------------------------- Spark (a backfill range)
