@@ -87,3 +87,12 @@ def test_the_fleet_view_gives_each_job_its_gap_age_losses_and_lag(tmp_path):
     assert row.last_rescale == T0 + timedelta(seconds=80)
     assert (row.lost_last_day, row.quarantined_last_day, row.failures_last_day) == (1, 1, 0)
     assert row.decision_lag_s == 5.0
+
+
+def test_a_job_not_measured_for_a_day_shows_what_it_last_ran_with_and_how_old_that_is(tmp_path):
+    # A stopped job, or a copied store: the row keeps its last parallelism and proposal, not an empty row.
+    now = T0 + timedelta(days=3)
+    (row,) = fleet_view(store(tmp_path), [("j", INTERVAL)], now)
+    assert row.current == {"SRC": 2, "COUNT": 4} and row.recommended == {"COUNT": 6} and row.gap == 2
+    assert row.last_decision_epoch == E0 + 4 and row.last_decision_age_s == (now - T0).total_seconds() - 305
+    assert (row.lost_last_day, row.quarantined_last_day, row.decision_lag_s) == (0, 0, None)

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from autoscaler.store.parquet import read_epochs
+from autoscaler.store.parquet import epoch_span, read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, FAILED, METRICS, RECOMMENDED, ROLLED_BACK, SUCCEEDED, VALIDATIONS
 
 # An epoch's state, for shading: what became of it (a rescale's outcome is in ``outcome``).
@@ -181,8 +181,11 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
         last = int(now.timestamp() // interval_s) - 1
         first = last - int(86_400 // interval_s) + 1
         day = job_view(store_root, job, interval_s, first, last)
+        # A job not measured within the day (stopped, or a copied store) shows what it last ran with and last
+        # decided, from its newest stored epochs; the age of that decision says how stale it is.
+        latest = day if any(e.parallelism for e in day) else _newest_epochs(store_root, job, interval_s) or day
         decided = [e for e in day if e.recommended]
-        newest = decided[-1] if decided else None
+        newest = next((e for e in reversed(latest) if e.recommended), None)
         lags = [(e.decided_at - e.end).total_seconds() for e in decided if e.decided_at]
         rescales = [a for a in read_epochs(store_root, ACTIONS, job).to_pylist() if a["outcome"] == SUCCEEDED]
         # A job registered within the day has no trace before its first epoch: those are not lost.
@@ -190,7 +193,7 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
         out.append(
             FleetRow(
                 job=job,
-                current=current_parallelism(day),
+                current=current_parallelism(latest),
                 recommended=newest.recommended if newest else {},
                 last_decision_epoch=newest.epoch if newest else None,
                 last_decision_age_s=(now - newest.decided_at).total_seconds() if newest and newest.decided_at else None,
@@ -202,6 +205,12 @@ def fleet_view(store_root: str | Path, jobs: Sequence[tuple[str, float]], now: d
             )
         )
     return out
+
+
+def _newest_epochs(store_root: str | Path, job: str, interval_s: float, count: int = 12) -> list[EpochView]:
+    """The newest ``count`` epochs a job has metrics for, whenever they were; empty if it has none."""
+    known = epoch_span(store_root, METRICS, job)
+    return job_view(store_root, job, interval_s, max(known[0], known[1] - count + 1), known[1]) if known else []
 
 
 def current_parallelism(views: Sequence[EpochView]) -> dict[str, int]:
