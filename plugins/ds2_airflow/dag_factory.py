@@ -23,7 +23,7 @@ from typing import Any
 from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
 from autoscaler.config import options as opt
-from autoscaler.config.jobs import JobConfig, config_path
+from autoscaler.config.jobs import BOUNDARIES_DAG_ID, RECONCILE_DAG_ID, WHAT_IF_DAG_ID, JobConfig, config_path
 from ds2_airflow.fleet import fleet_dag, fleets
 from ds2_airflow.notifiers import AlertNotifier
 from ds2_airflow.operators.approval import RescaleApprovalOperator
@@ -61,7 +61,8 @@ def _doc(job: JobConfig) -> str:
         + (f"- batched: decided every interval by `{job.fleet_dag_id}`, which starts runs here to act\n" if job.batched else "")
         + "\n"
         "Backfill (Backfills tab or `airflow backfill create`) recomputes decisions from stored metrics "
-        f"and never rescales; `{job.what_if_dag_id}` recomputes a range with other options without touching them."
+        f"and never rescales; `{WHAT_IF_DAG_ID}` (job `{job.name}`) recomputes a range with other options without "
+        "touching them."
     )
 
 
@@ -156,9 +157,9 @@ def scaling_dag(job: JobConfig) -> DAG:
     return dag
 
 
-def what_if_params(job: JobConfig) -> dict[str, Param]:
-    """One param per policy option, its meaning from the options' declarations; unset keeps the job's value."""
-    current = job.policy
+def what_if_params(jobs: list[JobConfig]) -> dict[str, Param]:
+    """The job to replay, its range, and one param per policy option (its meaning from the options' declarations);
+    an option left unset keeps the job's own value, which its DAG's doc lists."""
     kinds = {
         "number": ["null", "number"],
         "integer": ["null", "integer"],
@@ -167,47 +168,48 @@ def what_if_params(job: JobConfig) -> dict[str, Param]:
         "duration": ["null", "number"],  # seconds, as PolicyOptions holds them
         "bounds": "object",
     }
-    params = {}
+    params = {
+        "job": Param(jobs[0].name, type="string", enum=sorted(job.name for job in jobs), description="The registered job."),
+        "start": Param(None, type=["null", "string"], description="ISO start of the range (default: end - 1 h)"),
+        "end": Param(None, type=["null", "string"], description="ISO end of the range (default: now)"),
+    }
     for option in opt.OPTIONS:
-        if option.key.startswith("policy.") and option.name in current.__dataclass_fields__:
-            value = getattr(current, option.name)
+        if option.key.startswith("policy.") and option.name in opt.PolicyOptions.__dataclass_fields__:
             limits = {"minimum": option.minimum} if option.minimum is not None and option.kind != "bounds" else {}
             params[option.name] = Param(
                 {} if option.kind == "bounds" else None,
                 type=kinds[option.kind],
-                description=f"{option.meaning}{' In seconds.' if option.kind == 'duration' else ''} This job: {value!r}.",
+                description=f"{option.meaning}{' In seconds.' if option.kind == 'duration' else ''} Unset: the job's own.",
                 **limits,
             )
     return params
 
 
-def what_if_dag(job: JobConfig) -> DAG:
+def what_if_dag(jobs: list[JobConfig]) -> DAG:
+    """One what-if DAG for every job (a param names the job): a DAG per job would double what the dag-processor
+    parses and serialises, and a fleet's thousand what-if DAGs cost it more than all its scaling DAGs."""
     with DAG(
-        dag_id=job.what_if_dag_id,
-        description=f"Recompute past DS2 decisions of {job.name} with other policy options (live decisions untouched)",
+        dag_id=WHAT_IF_DAG_ID,
+        description="Recompute a job's past DS2 decisions with other policy options (live decisions untouched)",
         schedule=None,
-        start_date=job.start_date,
+        start_date=min(job.start_date for job in jobs),
         catchup=False,
-        tags=["ds2", "what-if", job.name],
-        params={
-            "start": Param(None, type=["null", "string"], description="ISO start of the range (default: end - 1 h)"),
-            "end": Param(None, type=["null", "string"], description="ISO end of the range (default: now)"),
-            **what_if_params(job),
-        },
-        doc_md=f"Re-run the DS2 policy of `{job.name}` over a range of stored epochs with other options; "
-        "the decisions go to a store of their own and are compared with the live ones.",
+        tags=["ds2", "what-if"],
+        params=what_if_params(jobs),
+        doc_md="Re-run a job's policy over a range of its stored epochs with other options; the decisions go to a "
+        "store of their own and are compared with the live ones, also through the decide rules (the rescales each "
+        "would have made). Options left unset keep the job's own values (its DAG's doc lists them).",
     ) as dag:
-        policy = WhatIfPolicyOperator(task_id="what_if_policy", job=job)
+        policy = WhatIfPolicyOperator(task_id="what_if_policy", config_path=str(config_path()))
 
         @task(task_id="compare")
         def compare(**context: Any) -> dict[str, Any]:
-            return what_if_compare_task(job, context)
+            return what_if_compare_task(context)
 
         policy >> compare()
     return dag
 
 
-BOUNDARIES_DAG_ID = "ds2_boundaries"
 BOUNDARIES_PERIOD = timedelta(hours=1)
 BOUNDARIES_START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -237,7 +239,6 @@ def boundaries_dag() -> DAG:
     return dag
 
 
-RECONCILE_DAG_ID = "ds2_reconcile"
 RECONCILE_PERIOD = timedelta(minutes=5)
 
 
@@ -275,11 +276,12 @@ def reconcile_dag(jobs: list[JobConfig]) -> DAG:
 def build_dags(jobs: list[JobConfig], only: str | None = None) -> dict[str, DAG]:
     """Every DAG of the jobs; with ``only`` (a task's parsing context), just that DAG."""
     builders = {BOUNDARIES_DAG_ID: boundaries_dag, RECONCILE_DAG_ID: lambda: reconcile_dag(jobs)} if jobs else {}
+    if jobs:
+        builders[WHAT_IF_DAG_ID] = lambda: what_if_dag(jobs)
     for dag_id, members in fleets(jobs).items():
         builders[dag_id] = lambda dag_id=dag_id, members=members: fleet_dag(dag_id, members)
     for job in jobs:
         builders[job.dag_id] = lambda job=job: scaling_dag(job)
-        builders[job.what_if_dag_id] = lambda job=job: what_if_dag(job)
     if only is not None and only in builders:
         builders = {only: builders[only]}
     return {dag_id: build() for dag_id, build in builders.items()}

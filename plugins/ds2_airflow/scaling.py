@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from autoscaler.config.jobs import JobConfig
+from autoscaler.config.jobs import JobConfig, config_path, find_job
 from autoscaler.config.options import PolicyOptions
 from autoscaler.decide.replay import replay
 from autoscaler.decide.rules import RESCALE, ScalingPlan
@@ -148,9 +148,10 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
     return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
 
 
-def what_if_compare_task(job: JobConfig, context: Any) -> dict[str, Any]:
+def what_if_compare_task(context: Any) -> dict[str, Any]:
     """Set the what-if decisions beside the live ones: where they differ, and how often each would rescale."""
     run = context["ti"].xcom_pull(task_ids="what_if_policy")
+    job = find_job(run["job"], config_path())
     epochs = range(run["from_epoch"], run["to_epoch"] + 1)
     live = {(r["epoch"], r["operator_name"]): r for r in read_epochs(store_root(), DECISIONS, job.name, epochs).to_pylist()}
     what_if = read_epochs(run["decisions_store"], DECISIONS, job.name, epochs).to_pylist()

@@ -3,7 +3,7 @@
 Served by the api-server under ``/ds2-views/``; the pages and the data come from the core
 (:mod:`autoscaler.record.pages`, :mod:`autoscaler.record.series`, :mod:`autoscaler.record.views`):
 
-- ``/ds2-views/dags/{dag_id}``: the job of that scaling (or what-if) DAG, over ``?hours=`` (default 6)
+- ``/ds2-views/dags/{dag_id}``: the job of that scaling DAG, over ``?hours=`` (default 6)
   or ``?first=&last=`` epochs; ``/dags/{dag_id}/epochs/{epoch}``: one epoch with its reasons;
 - ``/ds2-views/fleet``: every job (``?sort=`` a column, ``&desc=1``);
 - ``/ds2-views/api/...``: the same data as JSON, for scripts (Python can call the core directly).
@@ -46,11 +46,8 @@ DEFAULT_HOURS = 6
 
 
 def _jobs() -> dict[str, JobConfig]:
-    """Each scaling and what-if DAG id -> its job."""
-    out: dict[str, JobConfig] = {}
-    for job in load_jobs(config_path()):
-        out[job.dag_id] = out[job.what_if_dag_id] = job
-    return out
+    """Each job's scaling DAG id -> its job."""
+    return {job.dag_id: job for job in load_jobs(config_path())}
 
 
 def _job(dag_id: str) -> JobConfig:

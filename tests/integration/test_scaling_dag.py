@@ -40,7 +40,7 @@ def dags(scaling_env):
 
 
 def test_dag_integrity(dags):
-    assert set(dags) == {"ds2_auto", "ds2_auto_what_if", "ds2_boundaries", "ds2_reconcile"}
+    assert set(dags) == {"ds2_auto", "ds2_what_if", "ds2_boundaries", "ds2_reconcile"}
     dag = dags["ds2_auto"]
     downstream = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}
     assert downstream == {
@@ -97,7 +97,8 @@ def test_what_if_recomputes_a_range_without_touching_live_decisions(dags, scalin
     first, last = min(d["epoch"] for d in live_before), max(d["epoch"] for d in live_before)
     start = datetime.fromtimestamp(first * INTERVAL_S, tz=UTC)
     end = datetime.fromtimestamp((last + 1) * INTERVAL_S, tz=UTC)
-    run = dags["ds2_auto_what_if"].test(run_conf={"start": start.isoformat(), "end": end.isoformat(), "factor": 1.0})
+    conf = {"job": "auto", "start": start.isoformat(), "end": end.isoformat(), "factor": 1.0}
+    run = dags["ds2_what_if"].test(run_conf=conf)
     assert run.state == "success"
     what_if_root = scaling_env / "what-if"
     stores = list(what_if_root.iterdir())

@@ -35,13 +35,15 @@ def entry(name, **extra):
 def test_the_shipped_config_imports(monkeypatch, tmp_path):
     bag = load(monkeypatch, tmp_path)
     assert bag.import_errors == {}
-    assert set(bag.dags) == {"ds2_testjob", "ds2_testjob_what_if", "ds2_boundaries", "ds2_reconcile"}
+    assert set(bag.dags) == {"ds2_testjob", "ds2_what_if", "ds2_boundaries", "ds2_reconcile"}
     dag = bag.dags["ds2_testjob"]
     assert sorted(t.task_id for t in dag.tasks) == ["collect", "decide", "policy", "record", "rescale", "validate"]
     assert dag.task_dict["policy"].job.spark_conn_id == "spark_ds2" and dag.task_dict["rescale"].pool == "ds2_testjob"
     boundaries = bag.dags["ds2_boundaries"]
     assert [t.task_id for t in boundaries.tasks] == ["snapshots"] and boundaries.max_active_runs == 2
-    assert [t.task_id for t in bag.dags["ds2_testjob_what_if"].tasks] == ["what_if_policy", "compare"]
+    what_if = bag.dags["ds2_what_if"]
+    assert [t.task_id for t in what_if.tasks] == ["what_if_policy", "compare"]
+    assert what_if.params.get_param("job").schema["enum"] == ["testjob"]
     reconcile = bag.dags["ds2_reconcile"]
     task = reconcile.task_dict["reconcile_testjob"]
     assert task.pool == "ds2_testjob" and task.deployment.job_name == dag.task_dict["rescale"].deployment.job_name
@@ -54,9 +56,8 @@ def test_approval_adds_the_gate(monkeypatch, tmp_path):
     assert bag.import_errors == {}
     assert set(bag.dags) == {
         "ds2_plain",
-        "ds2_plain_what_if",
         "ds2_gated",
-        "ds2_gated_what_if",
+        "ds2_what_if",
         "ds2_boundaries",
         "ds2_reconcile",
     }
@@ -90,9 +91,8 @@ def test_a_bad_entry_costs_only_itself(monkeypatch, tmp_path):
     bag = load(monkeypatch, tmp_path, jobs)
     assert set(bag.dags) == {
         "ds2_good",
-        "ds2_good_what_if",
         "ds2_also_good",
-        "ds2_also_good_what_if",
+        "ds2_what_if",
         "ds2_boundaries",
         "ds2_reconcile",
     }
@@ -102,6 +102,31 @@ def test_a_bad_entry_costs_only_itself(monkeypatch, tmp_path):
     assert lines[-2].endswith("job 'bad': policy.factor: must be a number >= 0, got -1")
     assert lines[-1].endswith("job 'good': name: clashes with job 'good' (same name or DAG id)")
     assert "jobs.py" not in error
+
+
+def test_one_what_if_dag_serves_every_job_and_no_job_takes_a_shared_dags_id(monkeypatch, tmp_path):
+    jobs = [entry("a"), entry("what-if"), entry("b", policy={"kind": "ds2_plus"}), entry("fleet_60s"), entry("boundaries")]
+    bag = load(monkeypatch, tmp_path, jobs)
+    assert set(bag.dags) == {"ds2_a", "ds2_b", "ds2_what_if", "ds2_boundaries", "ds2_reconcile"}
+    assert bag.dags["ds2_what_if"].params.get_param("job").schema["enum"] == ["a", "b"]
+    assert {"factor", "catch_up_duration", "min_parallelism"} <= set(bag.dags["ds2_what_if"].params)
+    errors = next(iter(bag.import_errors.values())).strip().splitlines()[-3:]
+    assert [e.split("job ", 1)[1] for e in errors] == [
+        "'what-if': name: its DAG id ds2_what_if is one of the autoscaler's own DAGs",
+        "'fleet_60s': name: its DAG id ds2_fleet_60s is one of the autoscaler's own DAGs",
+        "'boundaries': name: its DAG id ds2_boundaries is one of the autoscaler's own DAGs",
+    ]
+
+
+def test_a_what_if_of_a_job_the_config_does_not_hold_fails_naming_it(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ds2_airflow.operators.policy import what_if_job
+
+    (tmp_path / "jobs.yaml").write_text(yaml.safe_dump({"jobs": [entry("a")]}))
+    assert what_if_job("a", str(tmp_path / "jobs.yaml")).name == "a"
+    with pytest.raises(AirflowFailException, match="what-if job 'gone': .*no job named 'gone'"):
+        what_if_job("gone", str(tmp_path / "jobs.yaml"))
 
 
 def test_an_unreadable_config_fails_the_dag_file(monkeypatch, tmp_path):

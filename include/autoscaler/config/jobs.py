@@ -105,6 +105,17 @@ class ExcludedPeriod:
         return self.start <= minute < self.end if self.start < self.end else minute >= self.start or minute < self.end
 
 
+# The autoscaler's own DAGs, shared by every job: a job's DAG id (ds2_<name>) must not take one of them.
+BOUNDARIES_DAG_ID = "ds2_boundaries"
+RECONCILE_DAG_ID = "ds2_reconcile"
+WHAT_IF_DAG_ID = "ds2_what_if"
+_FLEET_DAG_ID = re.compile(r"ds2_fleet_[0-9]+s(_[A-Za-z0-9_]+)?")
+
+
+def is_shared_dag_id(dag_id: str) -> bool:
+    return dag_id in (BOUNDARIES_DAG_ID, RECONCILE_DAG_ID, WHAT_IF_DAG_ID) or bool(_FLEET_DAG_ID.fullmatch(dag_id))
+
+
 def fleet_dag_id(interval: timedelta, spark_conn_id: str) -> str:
     """``ds2_fleet_<seconds>s``, and the Spark connection when it is not the default one."""
     suffix = "" if spark_conn_id == opt.SPARK_CONN_ID.default else "_" + re.sub(r"[^A-Za-z0-9_]", "_", spark_conn_id)
@@ -142,10 +153,6 @@ class JobConfig:
     @property
     def dag_id(self) -> str:
         return f"ds2_{self.name.replace('-', '_')}"
-
-    @property
-    def what_if_dag_id(self) -> str:
-        return f"{self.dag_id}_what_if"
 
     @property
     def fleet_dag_id(self) -> str:
@@ -405,6 +412,10 @@ def parse_jobs_each(data: Any, source: str) -> tuple[list[JobConfig], list[Input
             job = _job(entry, i, source)
         except InputError as exc:
             errors.append(exc)
+            continue
+        if is_shared_dag_id(job.dag_id):
+            problem = f"name: its DAG id {job.dag_id} is one of the autoscaler's own DAGs"
+            errors.append(InputError(f"{source}: job {job.name!r}", problem))
             continue
         clash = next((seen[key] for key in (job.name, job.dag_id) if key in seen), None)
         if clash is not None:

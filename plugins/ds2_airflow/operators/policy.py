@@ -22,10 +22,10 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from autoscaler.collect.flink import topology_path
-from autoscaler.config.jobs import PROJECT_ROOT, JobConfig, data_dir
+from autoscaler.config.jobs import PROJECT_ROOT, JobConfig, data_dir, find_job
 from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.policy import backfill
@@ -76,21 +76,24 @@ def spark_env() -> dict[str, str]:
 class PolicyEngineOperator(BaseOperator):
     """Runs a :class:`StoreRun` on the engine the job's Spark connection names (see the module doc)."""
 
-    def __init__(self, *, job: JobConfig, **kwargs: Any) -> None:
+    def __init__(self, *, job: JobConfig | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", timedelta(minutes=30))
         super().__init__(**kwargs)
         self.job = job
         self._submit_hook: SparkSubmitHook | None = None
 
-    def run_policy(self, run: StoreRun) -> str:
-        """Compute and commit the run's decisions; the engine used (``spark_connect`` or ``spark-submit``)."""
-        conn_id = self.job.spark_conn_id
+    def run_policy(self, run: StoreRun, job: JobConfig | None = None) -> str:
+        """Compute and commit the run's decisions on the engine of ``job``'s (default: the operator's job's) Spark
+        connection; the engine used (``spark_connect`` or ``spark-submit``)."""
+        job = job or self.job
+        assert job is not None, "a policy run needs its job"
+        conn_id = job.spark_conn_id
         conn = BaseHook.get_connection(conn_id)
         if conn.conn_type == SparkConnectHook.conn_type:
             self._run_connect(conn_id, run)
             return "spark_connect"
         self._submit_hook = SparkSubmitHook(
-            conn_id=conn_id, name=f"ds2-policy-{self.job.name}", application_args=policy_args(run), env_vars=spark_env()
+            conn_id=conn_id, name=f"ds2-policy-{job.name}", application_args=policy_args(run), env_vars=spark_env()
         )
         self._submit_hook.submit(str(APPLICATION))
         return "spark-submit"
@@ -217,23 +220,36 @@ def what_if_range(job: JobConfig, params: dict[str, Any], now: datetime) -> tupl
 
 
 class WhatIfPolicyOperator(PolicyEngineOperator):
-    """Recompute a range of past decisions with other policy options, into a store of their own.
+    """Recompute a range of a job's past decisions with other policy options, into a store of their own.
 
     The live decisions are never touched: the run's decisions go to
     ``<data>/what-if/<run id>/decisions``, and the compare task sets them side by side.
-    Params: ``start``/``end`` (ISO times; default the last hour) and option overrides
-    (``factor``, ``threshold``, ``min_parallelism``, ``max_parallelism``, ...).
+    Params: ``job`` (a registered job's name), ``start``/``end`` (ISO times; default the last hour) and
+    option overrides (``factor``, ``threshold``, ``min_parallelism``, ``max_parallelism``, ...).
     """
+
+    def __init__(self, *, config_path: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config_path = config_path
 
     def execute(self, context: Any) -> dict[str, Any]:
         params = dict(context.get("params") or {})
-        options = what_if_options(self.job, params)
-        first, last = what_if_range(self.job, params, datetime.now(UTC))
+        job = what_if_job(params.get("job"), self.config_path)
+        options = what_if_options(job, params)
+        first, last = what_if_range(job, params, datetime.now(UTC))
         run_id = safe_run_id(context)
         decisions = str(data_dir() / "what-if" / run_id)
-        self.log.info("what-if for %s epochs %d..%d with %s -> %s", self.job.name, first, last, options.to_json(), decisions)
-        engine = self.run_policy(store_run(self.job, first, last, WHAT_IF, run_id, options, decisions))
+        self.log.info("what-if for %s epochs %d..%d with %s -> %s", job.name, first, last, options.to_json(), decisions)
+        engine = self.run_policy(store_run(job, first, last, WHAT_IF, run_id, options, decisions), job)
         return {
-            "from_epoch": first, "to_epoch": last, "run_id": run_id, "decisions_store": decisions, "options": options.to_json(),
-            "engine": engine,
+            "job": job.name, "from_epoch": first, "to_epoch": last, "run_id": run_id, "decisions_store": decisions,
+            "options": options.to_json(), "engine": engine,
         }  # fmt: skip
+
+
+def what_if_job(name: Any, config_path: str) -> JobConfig:
+    """The registered job a what-if names; a name the config does not hold fails the run with that name."""
+    try:
+        return find_job(str(name), config_path)
+    except InputError as exc:
+        raise AirflowFailException(f"what-if job {name!r}: {exc}") from None
