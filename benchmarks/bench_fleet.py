@@ -253,7 +253,7 @@ def start_replay(s: Stack, n: int, running: subprocess.Popen | None) -> subproce
 def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cpu: dict[str, float]) -> dict:
     """Figures of the runs that finished inside the measured window [t0, t1] (whatever their epoch: a
     fleet that falls behind still finishes runs, late), with the CPU spent in the window."""
-    latencies, finished, failed, lag = [], 0, 0, []
+    latencies, finished, failed, lag, failures = [], 0, 0, [], []
     dags = [f"ds2_fleet_{args.interval}s"] if args.batched and n else [f"ds2_fleet{i}" for i in range(n)]
     per_run = n if args.batched else 1  # a fleet run decides every job's epoch
     decide, policy = ("decide_jobs", "decide_jobs") if args.batched else ("decide", "policy")
@@ -267,6 +267,9 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
             failed += per_run if run["state"] == "failed" else 0
             tis = s.api("GET", f"/api/v2/dags/{dag}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]
             by = {t["task_id"]: t for t in tis}
+            if run["state"] == "failed":
+                failed_tasks = [t["task_id"] for t in tis if t["state"] == "failed"]
+                failures.append(run_failure(s.folder, dag, run["dag_run_id"], failed_tasks))
 
             def after(t: str | None, at: float = interval_end) -> float | None:
                 return datetime.fromisoformat(t).timestamp() - at if t else None
@@ -298,6 +301,7 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
         "policy_tasks_run": sum(1 for x in latencies if x["policy_state"] == "success"),
         "batched": bool(args.batched),
         **({"median_stage_s": stage_seconds(s.folder, t0, t1)} if args.batched else {}),
+        "failures": failures[:10],
     }  # fmt: skip
 
 
@@ -339,6 +343,16 @@ def epochs_decided(s: Stack, n: int, args: argparse.Namespace, first: float, end
 
 
 STAGES = re.compile(r"seconds per stage for (\d+) jobs: ([a-z]+ [0-9.]+(?:, [a-z]+ [0-9.]+)*)")
+
+
+def run_failure(folder: Path, dag: str, run_id: str, tasks: list[str]) -> dict[str, Any]:
+    """A failed run's failed tasks, with the last error line each task logged (why the run failed)."""
+    errors = {}
+    for task in tasks:
+        for log in sorted(folder.rglob(f"dag_id={dag}/run_id={run_id}/task_id={task}/attempt=*.log")):
+            lines = [line for line in log.read_text(errors="replace").splitlines() if '"level":"error"' in line.replace(" ", "")]
+            errors[task] = lines[-1][:600] if lines else ""
+    return {"run_id": run_id, "failed_tasks": tasks, "errors": errors}
 
 
 def stage_seconds(folder: Path, t0: float, t1: float) -> dict[str, float]:

@@ -25,7 +25,6 @@ from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 from autoscaler.config import options as opt
 from autoscaler.config.jobs import BOUNDARIES_DAG_ID, RECONCILE_DAG_ID, WHAT_IF_DAG_ID, JobConfig, config_path
 from ds2_airflow.fleet import fleet_dag, fleets
-from ds2_airflow.notifiers import AlertNotifier
 from ds2_airflow.operators.approval import RescaleApprovalOperator
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
 from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
@@ -242,8 +241,9 @@ def boundaries_dag() -> DAG:
 RECONCILE_PERIOD = timedelta(minutes=5)
 
 
-def reconcile_dag(jobs: list[JobConfig]) -> DAG:
-    """Every RECONCILE_PERIOD, per job: settle rescale actions nobody finishes; alert when one cannot be."""
+def reconcile_dag() -> DAG:
+    """Every RECONCILE_PERIOD, one task for every job: settle rescale actions nobody finishes; alert per job when one
+    cannot be, or a job is left stopped."""
     with DAG(
         dag_id=RECONCILE_DAG_ID,
         description="Settle unfinished rescale actions (journals) of every job, and alert when a job is left stopped",
@@ -255,27 +255,16 @@ def reconcile_dag(jobs: list[JobConfig]) -> DAG:
         tags=["ds2"],
         doc_md="Finds rescale journals without a result that no task has touched for longer than the action could "
         "still run, asks Flink what runs, and finishes, rolls back or restarts each one (autoscaler/rescale/"
-        "reconcile.py). A job left stopped or an action that cannot be settled fails its task: the failure "
-        "notifier alerts.",
+        "reconcile.py). Each job left stopped, or with an action that cannot be settled now, gets an alert, "
+        "and the task fails naming them. One task serves every job.",
     ) as dag:
-        for job in jobs:
-            ReconcileOperator(
-                task_id=f"reconcile_{job.name.replace('-', '_').replace('.', '_')}",
-                deployment=job.deployment,
-                mechanism=job.mechanism,
-                journal_dir=str(journal_dir()),
-                flink_conn_id=job.flink_conn_id,
-                savepoint_timeout_s=job.savepoint_timeout.total_seconds(),
-                start_timeout_s=job.start_timeout.total_seconds(),
-                pool=job.pool,  # never beside a rescale of the same job
-                on_failure_callback=[AlertNotifier(job.name, job.alerts)],
-            )
+        ReconcileOperator(task_id="reconcile", config_path=str(config_path()), journal_dir=str(journal_dir()))
     return dag
 
 
 def build_dags(jobs: list[JobConfig], only: str | None = None) -> dict[str, DAG]:
     """Every DAG of the jobs; with ``only`` (a task's parsing context), just that DAG."""
-    builders = {BOUNDARIES_DAG_ID: boundaries_dag, RECONCILE_DAG_ID: lambda: reconcile_dag(jobs)} if jobs else {}
+    builders = {BOUNDARIES_DAG_ID: boundaries_dag, RECONCILE_DAG_ID: reconcile_dag} if jobs else {}
     if jobs:
         builders[WHAT_IF_DAG_ID] = lambda: what_if_dag(jobs)
     for dag_id, members in fleets(jobs).items():

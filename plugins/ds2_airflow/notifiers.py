@@ -8,8 +8,8 @@ extra). Sending never fails the task that found the problem: the alert is in the
 
 - the record task sends what :func:`autoscaler.record.alerts.epoch_alerts` finds in each epoch
   (a failed rescale, epochs quarantined in a row, an ineffective scale-up);
-- :class:`AlertNotifier` is the failure callback of the reconciler's tasks (a job left not running,
-  a journal nobody can settle).
+- the reconciler's task sends one per job it finds not running, or with a rescale nobody can
+  settle now (:mod:`ds2_airflow.operators.reconcile`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.sdk import BaseNotifier
-
 from autoscaler.config.jobs import Alerts
-from autoscaler.record.alerts import TASK_FAILED, Alert
+from autoscaler.record.alerts import Alert
 from ds2_airflow.runtime import data_dir
 
 log = logging.getLogger(__name__)
@@ -80,19 +78,3 @@ def send_alerts(alerts: Sequence[Alert], settings: Alerts | None, context: Any) 
             log.info("alert e-mail sent to %d address(es) through %s", len(settings.email), settings.smtp_conn_id)
         except Exception as exc:  # a mail server that is down must not fail the task that found the problem
             log.error("alert e-mail not sent through connection %s: %s", settings.smtp_conn_id, exc)
-
-
-class AlertNotifier(BaseNotifier):
-    """A failure callback: the failed task's error as an alert of its job."""
-
-    def __init__(self, job: str | None = None, settings: Alerts | None = None) -> None:
-        super().__init__()
-        self.job = job
-        self.settings = settings
-
-    def notify(self, context: Any) -> None:
-        ti = context.get("ti") or context.get("task_instance")
-        error = context.get("exception")
-        problem = str(error) if error else "the task failed (see its log)"
-        job = self.job or getattr(ti, "dag_id", None) or "?"
-        send_alerts([Alert(TASK_FAILED, job, None, f"{getattr(ti, 'task_id', 'a task')}: {problem}")], self.settings, context)

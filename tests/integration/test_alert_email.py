@@ -29,9 +29,9 @@ SEND = """
 import types
 from datetime import UTC, datetime, timedelta
 from autoscaler.config.jobs import Alerts
-from autoscaler.record.alerts import epoch_alerts
+from autoscaler.record.alerts import UNSETTLED, Alert, epoch_alerts
 from autoscaler.record.views import QUARANTINED, EpochView
-from ds2_airflow.notifiers import AlertNotifier, send_alerts
+from ds2_airflow.notifiers import send_alerts
 
 def view(epoch, state="decided", **kw):
     start = datetime(2026, 11, 25, tzinfo=UTC) + timedelta(seconds=30 * epoch)
@@ -42,8 +42,8 @@ ti = types.SimpleNamespace(dag_id="ds2_lab_job", task_id="record", run_id="sched
 views = [view(1), view(2, QUARANTINED, validation="2 of 41 expectations failed"), view(3, QUARANTINED),
          view(4, QUARANTINED, outcome="rolled-back", message="tasks not RUNNING within 60 s <b>")]
 send_alerts(epoch_alerts("lab-job", views, 3), settings, {"ti": ti})
-reconcile = types.SimpleNamespace(dag_id="ds2_reconcile", task_id="reconcile_lab_job", run_id="r2")
-AlertNotifier("lab-job", settings).notify({"ti": reconcile, "exception": RuntimeError("job lab-job is not running")})
+reconcile = types.SimpleNamespace(dag_id="ds2_reconcile", task_id="reconcile", run_id="r2")
+send_alerts([Alert(UNSETTLED, "lab-job", None, "no job called 'lab-job' runs on Flink")], settings, {"ti": reconcile})
 print("sent")
 """
 
@@ -97,11 +97,11 @@ def test_alerts_arrive_by_email_and_in_the_alerts_file(tmp_path):
     assert "the rescale rolled-back: tasks not RUNNING within 60 s &lt;b&gt;" in body  # escaped, not markup
     assert "3 epochs in a row quarantined by validation" in body and "ds2_lab_job" in body
     second = message_from_bytes(raw_second, policy=policy.default)
-    assert second["Subject"] == "[ds2] lab-job: task-failed"
-    assert "reconcile_lab_job: job lab-job is not running" in second.get_body(("html",)).get_content()
+    assert second["Subject"] == "[ds2] lab-job: needs-a-person"
+    assert "no job called &#x27;lab-job&#x27; runs on Flink" in second.get_body(("html",)).get_content()
     lines = [json.loads(line) for line in (tmp_path / "data" / "alerts.jsonl").read_text().splitlines()]
     assert [(a["kind"], a["dag_id"]) for a in lines] == [
-        ("failed-rescale", "ds2_lab_job"), ("quarantined-epochs", "ds2_lab_job"), ("task-failed", "ds2_reconcile"),
+        ("failed-rescale", "ds2_lab_job"), ("quarantined-epochs", "ds2_lab_job"), ("needs-a-person", "ds2_reconcile"),
     ]  # fmt: skip
     assert "s3cret-pw" not in res.stderr + res.stdout
 

@@ -430,7 +430,7 @@ def test_the_reconciler_restarts_a_job_left_stopped_by_an_abandoned_action(clean
     """The task that requested the savepoint never came back (its run was failed, the worker died):
     the savepoint completed and stopped the job. The reconciler finds the stale journal and finishes
     the action from that savepoint; a fresh journal is left to its own task."""
-    from autoscaler.rescale.reconcile import reconcile, unfinished
+    from autoscaler.rescale.reconcile import Watched, reconcile, reconcile_cluster, unfinished
 
     client, name = clean_flink.client, "rsf-abandoned"
     old_id = start(clean_flink, name)  # Count holds state for every key
@@ -442,8 +442,14 @@ def test_the_reconciler_restarts_a_job_left_stopped_by_an_abandoned_action(clean
     assert reconcile(client, dep, journals, stale_after_s=600, savepoint_timeout_s=30, start_timeout_s=30) == ([], [])
     old = time.time() - 3600
     os.utime(journals / "e2.json", (old, old))  # an hour without a step: nobody is finishing it
-    results, problems = reconcile(client, dep, journals, stale_after_s=600, savepoint_timeout_s=30, start_timeout_s=30)
-    assert problems == [] and [r.outcome for r in results] == ["succeeded"], results
+    # The fleet's pass: every job of the cluster at once; a job that does not run is named, unless it is
+    # rescaled in place (a rescale of ours never stops it).
+    watched = [Watched("abandoned", dep, "savepoint-restart", 30, 30),
+               Watched("ghost", deployment("rsf-ghost", tmp_path / "sp"), "savepoint-restart", 30, 30),
+               Watched("ghost-in-place", deployment("rsf-ghost-2", tmp_path / "sp"), "in-place", 30, 30)]  # fmt: skip
+    results, problems = reconcile_cluster(client, watched, journals)
+    assert [r.outcome for r in results] == ["succeeded"], results
+    assert problems == {"ghost": [f"no job called 'rsf-ghost' runs on Flink ({client.base_url})"]}, problems
     assert assert_runs_at(client, name, {"Count": 3, "Parse": 1}) == results[0].new_flink_job_id
     assert_state_continued(client, results[0].new_flink_job_id)
     assert unfinished(journals, name) == []

@@ -112,3 +112,22 @@ def test_what_if_recomputes_a_range_without_touching_live_decisions(dags, scalin
     # Twice the over-provisioning factor: the first epoch (Count at 1, 3.5 needed) asks for ceil(3.5 * 2) = 8.
     assert live_count[rescaled]["target_parallelism"] == 4 and count[rescaled]["target_parallelism"] == 8
     assert read_epochs(scaling_env / "store", DECISIONS, "auto").to_pylist() == live_before  # live decisions untouched
+
+
+def test_the_reconciler_checks_every_job_in_one_task_and_alerts_on_the_one_that_does_not_run(dags, scaling_env, monkeypatch):
+    """Runs after the convergence test: job ``auto`` runs on Flink. A second registration of a Flink job that
+    was never started is named, in the task's error and in the alerts file, and the running one is not."""
+    import yaml
+
+    from ds2_airflow.dag_factory import reconcile_dag
+
+    assert dags["ds2_reconcile"].test().state == "success"  # the one job runs, nothing is stale
+    config = yaml.safe_load((scaling_env / "jobs.yaml").read_text())
+    ghost = config["jobs"][0] | {"name": "ghost", "flink_job_name": "ds2-never-started"}
+    (scaling_env / "jobs-ghost.yaml").write_text(yaml.safe_dump({"jobs": [*config["jobs"], ghost]}))
+    monkeypatch.setenv("DS2_JOBS_CONFIG", str(scaling_env / "jobs-ghost.yaml"))
+    assert reconcile_dag().test().state == "failed"
+    alerts = [json.loads(line) for line in (scaling_env / "alerts.jsonl").read_text().splitlines()]
+    mine = [a for a in alerts if a["dag_id"] == "ds2_reconcile"]
+    assert [(a["job"], a["kind"]) for a in mine] == [("ghost", "needs-a-person")], mine
+    assert "no job called 'ds2-never-started' runs on Flink" in mine[0]["problem"]

@@ -23,8 +23,9 @@ from autoscaler.policy.ds2_plus import INEFFECTIVE
 from autoscaler.record.views import QUARANTINED, EpochView
 from autoscaler.store.schemas import FAILED, ROLLED_BACK
 
-FAILED_RESCALE, QUARANTINED_EPOCHS, INEFFECTIVE_SCALE_UP, TASK_FAILED = (
-    "failed-rescale", "quarantined-epochs", "ineffective-scale-up", "task-failed",
+# UNSETTLED: the reconciler found the job not running, or a rescale of it nobody can finish now.
+FAILED_RESCALE, QUARANTINED_EPOCHS, INEFFECTIVE_SCALE_UP, UNSETTLED = (
+    "failed-rescale", "quarantined-epochs", "ineffective-scale-up", "needs-a-person",
 )  # fmt: skip
 
 

@@ -80,6 +80,11 @@ def settle(
     return result
 
 
+def stale_after(savepoint_timeout_s: float, start_timeout_s: float) -> float:
+    """Seconds after which an unfinished action untouched has no task finishing it: longer than it could still run."""
+    return savepoint_timeout_s + start_timeout_s + 120.0
+
+
 def reconcile(
     client: FlinkRestClient,
     deployment: JobDeployment,
@@ -87,15 +92,69 @@ def reconcile(
     stale_after_s: float,
     savepoint_timeout_s: float,
     start_timeout_s: float,
+    actions: list[Unfinished] | None = None,
 ) -> tuple[list[RescaleResult], list[str]]:
     """Settle the job's stale unfinished actions: ``(results, problems)``, a problem per action
-    that could not be settled now (Flink unreachable, another attempt running): alert on those."""
+    that could not be settled now (Flink unreachable, another attempt running): alert on those.
+
+    ``actions``: the job's unfinished journals when already read (default: read them from ``journal_dir``).
+    """
     results, problems = [], []
-    for action in unfinished(journal_dir, deployment.job_name):
+    for action in unfinished(journal_dir, deployment.job_name) if actions is None else actions:
         if action.idle_s < stale_after_s:
             continue  # its own task may still be at work (waiting for the savepoint in the triggerer)
         try:
             results.append(settle(client, deployment, action, savepoint_timeout_s, start_timeout_s))
         except (FlinkError, InputError) as exc:
             problems.append(f"action {action.action_id} of {action.job_name} ({action.path}): {exc}")
+    return results, problems
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the reconciler needs of one registered job."""
+
+    name: str  # the registered job's name (its alerts go to it)
+    deployment: JobDeployment
+    mechanism: str
+    savepoint_timeout_s: float
+    start_timeout_s: float
+
+
+def reconcile_cluster(
+    client: FlinkRestClient, jobs: list[Watched], journal_dir: str | Path
+) -> tuple[list[RescaleResult], dict[str, list[str]]]:
+    """Every job of one Flink cluster in one pass: settle each job's stale actions, then name each job
+    left not running. ``(results, problems by job name)``.
+
+    The journals are read once and the cluster's jobs listed once (after settling), whatever the
+    number of jobs: a fleet's reconciliation is one pass, not a task and a listing per job. A job is
+    not checked for running when it is rescaled in place (a rescale of ours never stops it) or while a
+    rescale of it is still at work (an unfinished action younger than its staleness: that task reports).
+    """
+    by_flink_job: dict[str, list[Unfinished]] = {}
+    for action in unfinished(journal_dir):
+        by_flink_job.setdefault(action.job_name, []).append(action)
+    results: list[RescaleResult] = []
+    problems: dict[str, list[str]] = {}
+    at_work: set[str] = set()  # jobs a rescale of ours may have stopped for now: not checked for running
+    for job in jobs:
+        actions = by_flink_job.get(job.deployment.job_name, [])
+        if actions:
+            stale_s = stale_after(job.savepoint_timeout_s, job.start_timeout_s)
+            if any(action.idle_s < stale_s for action in actions):
+                at_work.add(job.name)
+            settled, unsettled = reconcile(
+                client, job.deployment, journal_dir, stale_s, job.savepoint_timeout_s, job.start_timeout_s, actions
+            )
+            results += settled
+            if unsettled:
+                problems.setdefault(job.name, []).extend(unsettled)
+    checked = [job for job in jobs if job.mechanism != IN_PLACE and job.name not in at_work]
+    if checked:
+        running = {j.name for j in client.jobs() if j.state == "RUNNING"}
+        for job in checked:
+            if job.deployment.job_name not in running:
+                problem = f"no job called {job.deployment.job_name!r} runs on Flink ({client.base_url})"
+                problems.setdefault(job.name, []).append(problem)
     return results, problems

@@ -13,7 +13,7 @@ from autoscaler.config.options import IN_PLACE, SAVEPOINT_RESTART, SAVEPOINT_TIM
 from autoscaler.flink.deployment import JobDeployment
 from autoscaler.rescale.in_place import rescale_in_place
 from autoscaler.rescale.journal import safe_name
-from autoscaler.rescale.reconcile import reconcile
+from autoscaler.rescale.reconcile import reconcile, stale_after
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.rescale.savepoint import pending_savepoint, rescale_with_savepoint
 from ds2_airflow.hooks.flink import FlinkHook
@@ -87,7 +87,7 @@ class FlinkRescaleOperator(BaseOperator):
     @property
     def stale_after_s(self) -> float:
         """An unfinished action untouched this long has no task finishing it (see autoscaler.rescale.reconcile)."""
-        return self.savepoint_timeout_s + self.start_timeout_s + 120.0
+        return stale_after(self.savepoint_timeout_s, self.start_timeout_s)
 
     def settle_stale_actions(self, client: Any) -> list[str]:
         """Settle earlier actions of this job that nobody finishes; the problems left (for an alert)."""
