@@ -9,7 +9,8 @@ previous epochs as an argument (:class:`EpochWindows`, oldest first), as many as
 decide and rescale stages.
 
 A kind is a module ``autoscaler/policy/<kind>.py`` with two functions, ``evaluate_epoch`` (a
-:class:`Policy`) and ``history_epochs(options) -> int``, and its name in
+:class:`Policy`) and ``history_epochs(options) -> int`` (and, for a kind whose model is written over
+columns, ``evaluate_columns``: :mod:`autoscaler.policy.columns`), and its name in
 :data:`autoscaler.config.options.POLICY_KINDS`: that tuple is the one registry of kinds (the
 jobs config, the Spark job, the lab and this module all read it). Every kind runs unchanged on
 Python and on Spark (:mod:`autoscaler.policy.spark.decisions`). What every kind shares lives
@@ -21,9 +22,9 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from autoscaler.config.options import POLICY_KINDS, PolicyOptions
 from autoscaler.errors import InputError
@@ -147,17 +148,31 @@ def source_arrival(window: OperatorWindow, override_per_instance: float | None) 
     An override of -1 means "use the observed output" (the DS2 reference's convention).
     """
     if override_per_instance is None:
-        basis = window.rate_basis
-        words = "; ".join(BASIS_WORDS.get(b, b) for b in basis.split("/")) if basis else "the input's true output rate"
-        return window.true_output_rate, words
+        return window.true_output_rate, basis_words(window.rate_basis)
     if override_per_instance == -1:
-        return window.observed_output_rate, "override -1: the observed output"
-    return override_per_instance * window.parallelism, f"override {override_per_instance:g} r/s per instance"
+        return window.observed_output_rate, OBSERVED_OVERRIDE_WORDS
+    return override_per_instance * window.parallelism, override_words(override_per_instance)
+
+
+OBSERVED_OVERRIDE_WORDS = "override -1: the observed output"
+
+
+def basis_words(basis: str | None) -> str:
+    """How a source's measured arrival rate is known, in words (its window's ``rate_basis``)."""
+    return "; ".join(BASIS_WORDS.get(b, b) for b in basis.split("/")) if basis else "the input's true output rate"
+
+
+def override_words(override_per_instance: float) -> str:
+    return f"override {override_per_instance:g} r/s per instance"
+
+
+def source_reason(rate: float, basis: str) -> str:
+    return f"source: never rescaled; arrival {rate:.1f} r/s ({basis})"
 
 
 def source_decision(topology: Topology, windows: Mapping[str, OperatorWindow], op: str, rate: float, basis: str) -> Decision:
     """The decision of a source: kept at its parallelism, with its arrival rate and how it is known."""
-    reason = f"source: never rescaled; arrival {rate:.1f} r/s ({basis})"
+    reason = source_reason(rate, basis)
     return replace(keep(topology, windows, op, reason), true_output_rate=rate, target_output_rate=rate)
 
 
@@ -232,6 +247,11 @@ def sizes_for_measured_restarts(kind: str) -> bool:
 def policy_for(kind: str) -> Policy:
     """The policy function of ``kind`` (one of :data:`POLICY_KINDS`)."""
     return _module(kind).evaluate_epoch
+
+
+def columns_for(kind: str) -> Callable[..., Any] | None:
+    """``kind``'s column-wise model (``evaluate_columns``, :mod:`autoscaler.policy.columns`), if it has one."""
+    return getattr(_module(kind), "evaluate_columns", None)
 
 
 def _module(kind: str):  # noqa: ANN202 - a kind's module (evaluate_epoch, history_epochs)

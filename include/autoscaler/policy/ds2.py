@@ -6,25 +6,32 @@ their optimal parallelism; its optimal parallelism is target input / (aggregated
 processing rate / current parallelism); its output at that parallelism is
 true output / true processing * target input (from the unrounded estimate). The proposal then
 passes the bounds, alignment and limits every kind shares (:func:`autoscaler.policy.base.bounded`).
+
+The model is written once, over columns (:func:`evaluate_columns`, any number of epochs per call,
+as a backfill runs it); :func:`evaluate_epoch` is that function over one epoch.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+
+import numpy as np
 
 from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.base import (
+    OBSERVED_OVERRIDE_WORDS,
     Decision,
     EpochWindows,
     OperatorWindow,
+    basis_words,
     bounded,
-    source_arrival,
-    source_decision,
+    override_words,
+    source_reason,
     unusable_epoch,
     verdict,
 )
+from autoscaler.policy.columns import DecisionColumns, WindowColumns
 from autoscaler.policy.rounding import round_up, threshold_adjust
 from autoscaler.topology import Topology
 
@@ -46,76 +53,111 @@ def evaluate_epoch(
 
     DS2 needs no history: one epoch's rates decide (``history`` is accepted and ignored).
     """
-    options = options.resolved(topology)
-    source_rates = source_rates or {}
     unusable = unusable_epoch(topology, windows)
     if unusable is not None:
         return unusable
+    return evaluate_columns(topology, WindowColumns.of(topology, [windows]), options, source_rates).decisions(topology, 0)
 
-    output: dict[str, float] = {}
-    basis: dict[str, str] = {}
-    estimate: dict[str, tuple[float, float, float, int]] = {}  # op -> (input, capacity, optimal, raw)
-    ratios = []
+
+def _arrival(cols: Mapping[str, np.ndarray], override: float | None) -> tuple[np.ndarray, list[str]]:
+    """A source's arrival rate per epoch and its words (:func:`autoscaler.policy.base.source_arrival`)."""
+    n = len(cols["parallelism"])
+    if override is None:
+        words: dict[object, str] = {}
+        return cols["true_output_rate"], [words.get(b) or words.setdefault(b, basis_words(b)) for b in cols["rate_basis"]]
+    if override == -1:
+        return cols["observed_output_rate"], [OBSERVED_OVERRIDE_WORDS] * n
+    return override * cols["parallelism"], [override_words(override)] * n
+
+
+def _bounded(
+    op: str, proposal: np.ndarray, cols: Mapping[str, np.ndarray], options: PolicyOptions
+) -> tuple[np.ndarray, list[str]]:
+    """:func:`autoscaler.policy.base.bounded` per epoch, called once per distinct (proposal, parallelism, key groups)."""
+    keys = np.stack([proposal, cols["parallelism"], cols["max_parallelism"]], axis=1)
+    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    results = [
+        bounded(op, int(p), OperatorWindow(int(cur), int(cur), 0.0, 0.0, 0.0, max_parallelism=int(kg) or None), options)
+        for p, cur, kg in distinct
+    ]
+    inverse = inverse.reshape(-1)
+    targets = np.array([t for t, _ in results], dtype=np.int64)[inverse]
+    return targets, [results[k][1] for k in inverse.tolist()]
+
+
+def evaluate_columns(
+    topology: Topology, cols: WindowColumns, options: PolicyOptions, source_rates: Mapping[str, float] | None = None
+) -> DecisionColumns:
+    """DS2's decisions for every operator of ``topology`` over the usable epochs of ``cols``."""
+    options = options.resolved(topology)
+    source_rates = source_rates or {}
+    n = cols.size
+    output: dict[str, np.ndarray] = {}
+    words: dict[str, list[str]] = {}
+    estimate: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}  # op -> (input, capacity, optimal, raw)
+    # The max over sources of arrival / observed output, as Python's max() over the sources in order.
+    ratio, known = np.full(n, np.nan), np.zeros(n, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for op in topology.order:
+            w = cols[op]
+            if topology.operators[op].is_source:
+                output[op], words[op] = _arrival(w, source_rates.get(op))
+                observed = w["observed_output_rate"]
+                has = observed > 0
+                r = output[op] / np.where(has, observed, 1.0)
+                ratio = np.where(has & (~known | (r > ratio)), r, ratio)
+                known |= has
+                continue
+            target_input = np.zeros(n)
+            for up in topology.upstream(op):
+                target_input = target_input + output[up]
+            processing = w["true_processing_rate"]
+            capacity = processing / w["parallelism"]
+            optimal = np.where(capacity > 0, target_input / capacity, np.where(target_input > 0, np.inf, np.nan))
+            selectivity = np.where(processing > 0, w["true_output_rate"] / processing, 0.0)
+            output[op] = selectivity * target_input
+            estimate[op] = (target_input, capacity, optimal, round_up(optimal, options.factor))
+
+    no_scale_up = np.ones(n, dtype=bool)
+    for op, (_, _, _, raw) in estimate.items():
+        no_scale_up &= raw <= cols[op]["parallelism"]
+    apply = known & no_scale_up & (ratio > options.threshold) if options.threshold is not None else np.zeros(n, dtype=bool)
+    ratio_list = ratio.tolist()
+
+    out = DecisionColumns(n, {})
     for op in topology.order:
-        w = windows[op]
-        if topology.operators[op].is_source:
-            output[op], basis[op] = source_arrival(w, source_rates.get(op))
-            if w.observed_output_rate > 0:
-                ratios.append(output[op] / w.observed_output_rate)
-            continue
-        target_input = sum(output[up] for up in topology.upstream(op))
-        capacity = w.true_processing_rate / w.parallelism
-        if capacity > 0:
-            optimal = target_input / capacity
-        else:
-            optimal = math.inf if target_input > 0 else math.nan
-        selectivity = w.true_output_rate / w.true_processing_rate if w.true_processing_rate > 0 else 0.0
-        output[op] = selectivity * target_input
-        estimate[op] = (target_input, capacity, optimal, round_up(optimal, options.factor))
-
-    ratio = max(ratios) if ratios else None
-    no_scale_up = all(raw <= windows[op].parallelism for op, (_, _, _, raw) in estimate.items())
-    apply_threshold = options.threshold is not None and ratio is not None and ratio > options.threshold and no_scale_up
-
-    decisions = []
-    for op in topology.order:
-        w = windows[op]
-        meta = topology.operators[op]
+        w, meta = cols[op], topology.operators[op]
+        common = {"operator_id": op, "operator_name": meta.name, "is_source": meta.is_source, "status": "ok",
+                  "current_parallelism": w["parallelism"], "instances_observed": w["instances_observed"],
+                  "true_processing_rate": w["true_processing_rate"], "source_rate_ratio": ratio}  # fmt: skip
+        out.nulls[(op, "source_rate_ratio")] = ~known
         if meta.is_source:
-            decisions.append(replace(source_decision(topology, windows, op, output[op], basis[op]), source_rate_ratio=ratio))
+            rate = output[op]
+            reasons = [source_reason(r, b) for r, b in zip(rate.tolist(), words[op], strict=True)]
+            out.by_op[op] = {**common, "true_output_rate": rate, "capacity_per_instance": None, "target_input_rate": None,
+                             "target_output_rate": rate, "optimal_parallelism": None,
+                             "target_parallelism": w["parallelism"], "reason": reasons}  # fmt: skip
             continue
         target_input, capacity, optimal, raw = estimate[op]
-        if math.isnan(optimal):
-            why = "no input and no processing observed: optimal 0"
-        elif math.isinf(optimal):
-            why = f"input {target_input:.1f} r/s but no processing observed: capacity unknown, estimate saturates"
-        else:
-            why = f"input {target_input:.1f} r/s / capacity {capacity:.1f} r/s per instance = {optimal:.4f}"
-        why += f"; x(1+{options.factor:g}) rounded up = {raw}"
-        proposal = raw
-        if apply_threshold:
-            proposal = threshold_adjust(raw, ratio)
-            why += f"; no scale-up and source ratio {ratio:.4f} > threshold {options.threshold:g}: x{ratio:.4f} = {proposal}"
-        target, limits = bounded(op, proposal, w, options)
-        why += limits
-        why += verdict(w.parallelism, target)
-        decisions.append(
-            Decision(
-                op,
-                meta.name,
-                False,
-                "ok",
-                w.parallelism,
-                w.instances_observed,
-                w.true_processing_rate,
-                w.true_output_rate,
-                capacity,
-                target_input,
-                output[op],
-                optimal,
-                target,
-                ratio,
-                why,
-            )
-        )
-    return decisions
+        proposal = raw.copy()
+        proposal[apply] = threshold_adjust(raw[apply], ratio[apply])
+        target, limits = _bounded(op, proposal, w, options)
+        reasons = []
+        rows = zip(target_input.tolist(), capacity.tolist(), optimal.tolist(), raw.tolist(), proposal.tolist(),
+                   apply.tolist(), ratio_list, limits, w["parallelism"].tolist(), target.tolist(), strict=True)  # fmt: skip
+        for t_in, cap, opt, raw_k, prop, thresholded, r, limit, current, final in rows:
+            if math.isnan(opt):
+                why = "no input and no processing observed: optimal 0"
+            elif math.isinf(opt):
+                why = f"input {t_in:.1f} r/s but no processing observed: capacity unknown, estimate saturates"
+            else:
+                why = f"input {t_in:.1f} r/s / capacity {cap:.1f} r/s per instance = {opt:.4f}"
+            why += f"; x(1+{options.factor:g}) rounded up = {raw_k}"
+            if thresholded:
+                why += f"; no scale-up and source ratio {r:.4f} > threshold {options.threshold:g}: x{r:.4f} = {prop}"
+            reasons.append(why + limit + verdict(current, final))
+        out.by_op[op] = {**common, "is_source": False, "true_output_rate": w["true_output_rate"],
+                         "capacity_per_instance": capacity, "target_input_rate": target_input,
+                         "target_output_rate": output[op], "optimal_parallelism": optimal,
+                         "target_parallelism": target, "reason": reasons}  # fmt: skip
+    return out

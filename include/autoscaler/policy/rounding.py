@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
 from autoscaler.config.options import SATURATED
 
 
-def round_up(optimal: float, factor: float) -> int:
-    """ceil(optimal * (1 + factor)); NaN -> 0 and +inf saturates, as in the reference."""
-    if math.isnan(optimal):
-        return 0
-    scaled = optimal * (1.0 + factor)
-    if scaled >= SATURATED:
-        return SATURATED
-    return max(0, math.ceil(scaled))
+def round_up(optimal: np.ndarray, factor: float) -> np.ndarray:
+    """ceil(optimal * (1 + factor)) per element; NaN -> 0 and +inf saturates, as in the reference."""
+    with np.errstate(invalid="ignore"):
+        scaled = optimal * (1.0 + factor)
+        finite = np.where(np.isnan(scaled) | (scaled >= SATURATED), 0.0, scaled)
+        out = np.maximum(0, np.ceil(finite)).astype(np.int64)
+    return np.where(scaled >= SATURATED, SATURATED, out)
 
 
-def threshold_adjust(decision: int, ratio: float) -> int:
-    """The target-rate-ratio rule's adjustment: ceil(r * decision), saturating."""
+def threshold_adjust(decision: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """The target-rate-ratio rule's adjustment per element: ceil(r * decision), saturating (finite ``ratio``)."""
     scaled = ratio * decision
-    return SATURATED if scaled >= SATURATED else math.ceil(scaled)
+    return np.where(scaled >= SATURATED, SATURATED, np.ceil(np.minimum(scaled, SATURATED))).astype(np.int64)
 
 
 def align(proposal: int, current: int, key_groups: int, low: int, high: int) -> int:

@@ -21,12 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.base import BASIS_WORDS, EpochWindows, OperatorWindow, history_epochs, policy_for
+from autoscaler.policy.base import BASIS_WORDS, EpochWindows, OperatorWindow, columns_for, history_epochs, policy_for
+from autoscaler.policy.columns import DECISION_FIELDS, INT_FIELDS, NUMERIC_FIELDS, DecisionColumns, WindowColumns
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE
 from autoscaler.store.schemas import DECISIONS
 from autoscaler.topology import Topology
@@ -111,6 +114,54 @@ def _windows_by_epoch(rows: pa.Table) -> dict[int, dict[str, OperatorWindow]]:
     return out
 
 
+def _columns(rows: pa.Table, topology: Topology) -> tuple[np.ndarray, WindowColumns, np.ndarray]:
+    """The epochs of ``rows`` (ascending), their operator windows as columns, and which epochs are usable:
+    every operator of ``topology`` present, with every instance once and none in warm-up
+    (:func:`autoscaler.policy.base.unusable_epoch`'s test, over all epochs at once)."""
+    epochs, at_epoch = np.unique(rows.column("epoch").to_numpy(), return_inverse=True)
+    op_index = pc.index_in(rows.column("operator_id"), value_set=pa.array(topology.order, pa.string()))
+    ours = op_index.is_valid().to_numpy(zero_copy_only=False)
+    at = (at_epoch.reshape(-1)[ours], op_index.fill_null(0).to_numpy()[ours])
+    shape = (len(epochs), len(topology.order))
+
+    def grid(name: str, dtype: type, fill: object) -> np.ndarray:
+        out = np.full(shape, fill, dtype=dtype)
+        out[at] = rows.column(name).fill_null(fill).to_numpy(zero_copy_only=False)[ours]
+        return out
+
+    present = np.zeros(shape, dtype=bool)
+    present[at] = True
+    grids = {name: grid(name, np.int64 if name in INT_FIELDS else np.float64, 0 if name in INT_FIELDS else np.nan)
+             for name in NUMERIC_FIELDS}  # fmt: skip
+    basis = grid("rate_basis", object, None)
+    usable = present.all(axis=1) & (grids["instances_observed"] == grids["parallelism"]).all(axis=1)
+    for name in ("duplicated_instances", "warmup_instances"):
+        usable &= (grid(name, np.int64, 0) == 0).all(axis=1)
+    fields = {op: {**{name: g[:, k] for name, g in grids.items()}, "rate_basis": basis[:, k]}
+              for k, op in enumerate(topology.order)}  # fmt: skip
+    return epochs, WindowColumns(len(epochs), fields), usable
+
+
+def _column_table(decided: DecisionColumns, topology: Topology, epochs: np.ndarray, keys: Mapping[str, object],
+                  schema: pa.Schema) -> pa.Table:  # fmt: skip
+    """Decision rows of column-wise decisions (operator after operator; the caller sorts them)."""
+    n, ops = decided.size, len(topology.order)
+    columns: dict[str, pa.Array] = {}
+    for name in DECISION_FIELDS:
+        kind = schema.field(name).type
+        parts = []
+        for op in topology.order:
+            values, nulls = decided.column(op, name)
+            parts.append(pa.array(values, type=kind, mask=nulls, from_pandas=False))
+        columns[name] = pa.concat_arrays(parts)
+    epoch = np.tile(epochs.astype(np.int64), ops)
+    columns.update(epoch=pa.array(epoch), epoch_block=pa.array(epoch // EPOCH_BLOCK_SIZE),
+                   op_index=pa.array(np.repeat(np.arange(ops, dtype=np.int32), n)))  # fmt: skip
+    for name, value in keys.items():
+        columns[name] = pa.repeat(pa.scalar(value, type=schema.field(name).type), n * ops)
+    return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
 def decide_job(
     rows: pa.Table,
     topology: Topology,
@@ -123,28 +174,47 @@ def decide_job(
     """Decision rows of one job's epochs from ``decide_from`` on (earlier ones are only history).
 
     ``block``: decide only the epochs of this epoch block (the others in ``rows`` are its history).
+    A kind with a column-wise model decides its usable epochs in one call; the rest, and every epoch
+    of the other kinds, one at a time with their history.
 
     Arrow in and out: NaN and infinite estimates stay what the policy computed (pandas would
     turn NaN into null on the way back).
     """
-    policy = policy_for(options.kind)
     depth = history_epochs(options)
-    by_epoch = _windows_by_epoch(rows)
     job = str(rows.column("job")[0])
+    keys = {"job": job, "options": options.to_json(), "run_id": run.run_id, "run_type": run.run_type,
+            "decided_at": run.decided_at}  # fmt: skip
+    schema = DECISIONS.arrow_schema().append(pa.field("op_index", pa.int32()))
+
+    def decided(epoch: np.ndarray) -> np.ndarray:
+        wanted = np.ones(len(epoch), dtype=bool) if decide_from is None else epoch >= decide_from
+        return wanted if block is None else wanted & (epoch // EPOCH_BLOCK_SIZE == block)
+
+    tables = []
+    evaluate = columns_for(options.kind) if depth == 0 else None
+    if evaluate is not None:
+        epochs, cols, usable = _columns(rows, topology)
+        wanted = decided(epochs)
+        take = np.nonzero(wanted & usable)[0]
+        if len(take):
+            columns = evaluate(topology, cols.take(take), options, source_rates)
+            tables.append(_column_table(columns, topology, epochs[take], keys, schema))
+        rest = epochs[wanted & ~usable]
+        rows = rows.filter(pc.is_in(rows.column("epoch"), value_set=pa.array(rest, pa.int64())))
+    policy = policy_for(options.kind)
+    by_epoch = _windows_by_epoch(rows)
     order = {op: k for k, op in enumerate(topology.order)}
-    options_json = options.to_json()
     out: list[dict] = []
     for epoch in sorted(by_epoch):
-        if (decide_from is not None and epoch < decide_from) or (block is not None and epoch // EPOCH_BLOCK_SIZE != block):
+        if not decided(np.array([epoch]))[0]:
             continue
         history = [EpochWindows(e, by_epoch[e]) for e in range(epoch - depth, epoch) if e in by_epoch]
         for d in policy(topology, by_epoch[epoch], options, source_rates, history, epoch):
             row = {name: getattr(d, name) for name in d.__dataclass_fields__}
-            row.update(job=job, epoch=epoch, epoch_block=epoch // EPOCH_BLOCK_SIZE, options=options_json, run_id=run.run_id,
-                       run_type=run.run_type, decided_at=run.decided_at, op_index=order[d.operator_id])  # fmt: skip
+            row.update(keys, epoch=epoch, epoch_block=epoch // EPOCH_BLOCK_SIZE, op_index=order[d.operator_id])
             out.append(row)
-    schema = DECISIONS.arrow_schema().append(pa.field("op_index", pa.int32()))
-    return pa.Table.from_pylist(out, schema=schema)
+    tables.append(pa.Table.from_pylist(out, schema=schema))
+    return pa.concat_tables(tables).sort_by([("epoch", "ascending"), ("op_index", "ascending")])
 
 
 def policy_decisions(
