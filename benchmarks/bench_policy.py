@@ -457,7 +457,15 @@ class Bench:
                 self._noop(metrics)
                 check()
             else:
-                decisions = self.decisions.policy_decisions(metrics, self.topo, self.options, self._run_info())
+                # As the backfill does (policy.spark.run, ds2_policy): the bound of the parallelism that lets
+                # the operator windows take one aggregation, from a scan of the store or from the topology.
+                if path_kind == "store":
+                    stored = self.inputs.metrics_store(self.spark, str(dataset_dir(rows) / "store"), JOB)
+                    bound = self.decisions.largest_parallelism(stored)
+                else:
+                    bound = max(op.parallelism for op in self.topo.operators.values())
+                decisions = self.decisions.policy_decisions(metrics, self.topo, self.options, self._run_info(),
+                                                            max_parallelism=bound)  # fmt: skip
                 if phase == "policy":
                     self._noop(decisions)
                     check()

@@ -137,15 +137,18 @@ def run(argv: list[str]) -> int:
         _print_decisions(args, spark, run.decisions_root, run_id, topology)
         return 0
     checks = []
+    bound = None
     if args.rates:
         metrics, counts = inputs.rates_log(spark, args.rates, topology, args.job)
         checks.append(lambda: inputs.raise_for_bad_lines(counts, args.rates, topology))
+        # A rates log keeps only rows at the topology's parallelism: its largest bounds every row's.
+        bound = max(op.parallelism for op in topology.operators.values())
     else:
         metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
         if skipped:
             print(f"ds2_policy: skipped incomplete epochs {skipped} in {args.rates_dir}", file=sys.stderr)
     run_info = decisions.RunInfo(run_id, run_type, datetime.now(UTC).replace(microsecond=0))
-    rows = decisions.policy_decisions(metrics, topology, options, run_info, source_rates)
+    rows = decisions.policy_decisions(metrics, topology, options, run_info, source_rates, max_parallelism=bound)
 
     def check_all() -> None:
         for check in checks:

@@ -1,7 +1,8 @@
 """Spark's operator windows sum instance rows exactly as the rule written out in Python here does.
 
-The aggregation is written for speed (two plain group-bys, no DISTINCT, no set); this pins its
-meaning on random rows that include every kind of bad input the policies must see.
+The aggregation is written for speed (no DISTINCT, no set: two plain group-bys, or, given a bound
+of the parallelism, one with each instance a bit of a mask); this pins the meaning of both on random
+rows that include every kind of bad input the policies must see.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ def _rows(seed: int) -> list[dict]:
     rnd = random.Random(seed)
     rows = []
     for epoch in range(1, 7):
-        for op in ("src", "map", "sink"):
-            p = rnd.randint(1, 4)
+        for op in ("src", "map", "sink", "wide"):
+            p = rnd.randint(1, 4) if op != "wide" else rnd.randint(120, 140)  # more instances than one mask word
             for instance in range(0, p + 2):  # 0 and p+1 are out of range; some instances are missing
-                for _ in range(rnd.choice([0, 1, 1, 1, 2])):  # missing, once, or duplicated
+                for _ in range(rnd.choice([0, 1, 1, 1, 2] if p < 100 else [1] * 60 + [0, 2])):  # missing, once, or twice
                     busy, idle, bp = (rnd.choice([0.0, rnd.uniform(0, 1000)]) for _ in range(3))
                     rows.append({
                         "job": rnd.choice(["a", "b"]), "epoch": epoch, "operator_id": op, "instance": instance,
@@ -56,7 +57,8 @@ def _expected(rows: list[dict]) -> dict[tuple, dict]:
         out[key] = {
             "parallelism": max(r["parallelism"] for r in rs),
             "instances_observed": len({r["instance"] for r in rs if 1 <= r["instance"] <= r["parallelism"]}),
-            "duplicated_instances": len(rs) - len({r["instance"] for r in rs}),
+            # Rows beyond one per instance within 1..parallelism: a repeat, an instance out of range.
+            "duplicated_instances": len(rs) - len({r["instance"] for r in rs if 1 <= r["instance"] <= r["parallelism"]}),
             "warmup_instances": sum(r["warmup"] for r in rs),
             "max_parallelism": max(max_par) if max_par else None,
             "observed_processing_rate_max": max(r["observed_processing_rate"] for r in rs),
@@ -70,11 +72,13 @@ def _expected(rows: list[dict]) -> dict[tuple, dict]:
     return out
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_operator_windows_match_their_meaning_on_bad_and_good_rows(spark, seed):
+@pytest.mark.parametrize(("seed", "bounded"), [(1, False), (2, False), (1, True), (2, True)])
+def test_operator_windows_match_their_meaning_on_bad_and_good_rows(spark, seed, bounded):
     rows = _rows(seed)
     expected = _expected(rows)
-    got = {(r["job"], r["epoch"], r["operator_id"]): r.asDict() for r in operator_windows(spark.createDataFrame(rows)).collect()}
+    bound = max(r["parallelism"] for r in rows) if bounded else None
+    windows = operator_windows(spark.createDataFrame(rows), bound)
+    got = {(r["job"], r["epoch"], r["operator_id"]): r.asDict() for r in windows.collect()}
     assert got.keys() == expected.keys()
     assert any(e["duplicated_instances"] for e in expected.values())  # the rows do hold bad input
     assert any("/" in e["rate_basis"] and "other" in e["rate_basis"] for e in expected.values())

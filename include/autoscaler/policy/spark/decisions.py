@@ -48,47 +48,103 @@ class RunInfo:
     decided_at: datetime
 
 
-def operator_windows(metrics: DataFrame) -> DataFrame:
+# One-pass windows mark each instance as a bit of a 64-bit mask: up to this many words (512 instances).
+MASK_WORDS = 8
+
+
+def operator_windows(metrics: DataFrame, max_parallelism: int | None = None) -> DataFrame:
     """One row per (job, epoch, operator): the instance rows summed as the policies read them.
 
-    Two plain aggregations, one per instance and then one per operator, rather than one with
-    ``countDistinct`` and ``collect_set``: distinct counts make Spark expand every row once per
-    distinct column, and a set is an object aggregate that falls back to sorting. At 10^6 rows this
-    stage took 14.4 s that way (``benchmarks/results/profile-backfill-1e6.md``).
+    Every instance must be there once: ``instances_observed`` counts the distinct instances within
+    1..parallelism, and ``duplicated_instances`` the rows beyond those (a second row of one instance,
+    an instance out of range, a null one), which make the epoch incomplete.
+
+    With ``max_parallelism``, a bound of every row's parallelism (e.g. the input's largest) of at most
+    64 x :data:`MASK_WORDS`, one aggregation per operator counts the instances as the bits of a mask.
+    Otherwise two, one per instance and then one per operator. At 10^7 rows the two took 20.2 s over
+    the read and the one 3.6 s (``benchmarks/results/profile-backfill-1e7-columns.md``). Neither uses
+    ``countDistinct`` or ``collect_set``: distinct counts make Spark expand every row once per
+    distinct column, and a set is an object aggregate that falls back to sorting (14.4 s at 10^6 rows,
+    ``benchmarks/results/profile-backfill-1e6.md``).
     """
+    if max_parallelism is not None and max_parallelism <= 64 * MASK_WORDS:
+        return _one_pass(metrics, max(1, math.ceil(max_parallelism / 64)))
+    return _two_passes(metrics)
+
+
+def largest_parallelism(metrics: DataFrame) -> int | None:
+    """The largest parallelism of ``metrics``' rows (one scan of one column: 1.0 s at 10^7 stored rows),
+    the bound that lets :func:`operator_windows` take one aggregation; None when there are no rows."""
+    return metrics.agg(F.max("parallelism")).first()[0]
+
+
+def _ratio(part: str) -> F.Column:
     window = F.col("busy_ms") + F.col("idle_ms") + F.col("backpressured_ms")
+    return F.max(F.when(window > 0, F.col(part) / window))
 
-    def ratio(part: str) -> F.Column:
-        return F.max(F.when(window > 0, F.col(part) / window))
 
+def _valid() -> F.Column:
+    return F.coalesce((F.col("instance") >= 1) & (F.col("instance") <= F.col("parallelism")), F.lit(False))
+
+
+def _bases() -> tuple[list[str], F.Column]:
     basis = F.col("source_rate_basis")
     known = sorted(BASIS_WORDS)
-    unknown = F.when(~basis.isin(known), basis)
-    # An instance counts once, and only within 1..parallelism; a second row of one is bad input.
-    valid = (F.col("instance") >= 1) & (F.col("instance") <= F.col("parallelism"))
+    return known, F.when(~basis.isin(known), basis)
+
+
+def _rate_basis(flags: list[F.Column], known: list[str], low: F.Column, high: F.Column) -> F.Column:
+    """The rate bases seen, sorted and joined: the known ones by flag, others by their least and greatest
+    (exact for up to two values no collector writes; array_join skips the nulls)."""
+    seen = [F.when(flag == 1, F.lit(value)) for flag, value in zip(flags, known, strict=True)]
+    return F.array_join(F.array_sort(F.array(*seen, low, F.when(high != low, high))), "/").alias("rate_basis")
+
+
+def _one_pass(metrics: DataFrame, words: int) -> DataFrame:
+    known, unknown = _bases()
+    basis = F.col("source_rate_basis")
+    valid = _valid() & (F.col("instance") <= 64 * words)
+    bit = F.expr("shiftleft(cast(1 as bigint), cast((instance - 1) % 64 as int))")
+    masks = [F.bit_or(F.when(valid & (F.floor((F.col("instance") - 1) / 64) == w), bit)) for w in range(words)]
+    observed = sum((F.coalesce(F.bit_count(m), F.lit(0)) for m in masks), F.lit(0)).cast("int")
+    flags = [F.max((basis == value).cast("int")) for value in known]
+    return metrics.groupBy("job", "epoch", "operator_id").agg(
+        F.max("parallelism").alias("parallelism"),
+        observed.alias("instances_observed"),
+        (F.count("*") - observed).cast("int").alias("duplicated_instances"),
+        *(F.sum(c).alias(c) for c in _SUMMED),
+        F.max("max_parallelism").alias("max_parallelism"),
+        F.count_if(F.col("warmup")).cast("int").alias("warmup_instances"),
+        F.max("observed_processing_rate").alias("observed_processing_rate_max"),
+        F.coalesce(_ratio("busy_ms"), F.lit(0.0)).alias("busy_ratio_max"),
+        F.coalesce(_ratio("backpressured_ms"), F.lit(0.0)).alias("backpressure_ratio_max"),
+        _rate_basis(flags, known, F.min(unknown), F.max(unknown)),
+    )
+
+
+def _two_passes(metrics: DataFrame) -> DataFrame:
+    known, unknown = _bases()
+    basis = F.col("source_rate_basis")
     per_instance = metrics.groupBy("job", "epoch", "operator_id", "instance").agg(
         F.count("*").alias("rows"),
-        F.max(F.coalesce(valid, F.lit(False)).cast("int")).alias("valid"),
+        F.max(_valid().cast("int")).alias("valid"),
         F.max("parallelism").alias("parallelism"),
         F.max("max_parallelism").alias("max_parallelism"),
         F.count_if(F.col("warmup")).alias("warmup"),
         *(F.sum(c).alias(c) for c in _SUMMED),
         F.max("observed_processing_rate").alias("observed_processing_rate_max"),
-        ratio("busy_ms").alias("busy_ratio_max"),
-        ratio("backpressured_ms").alias("backpressure_ratio_max"),
+        _ratio("busy_ms").alias("busy_ratio_max"),
+        _ratio("backpressured_ms").alias("backpressure_ratio_max"),
         *(F.max((basis == value).cast("int")).alias(f"basis_{k}") for k, value in enumerate(known)),
         F.min(unknown).alias("basis_unknown_min"),
         F.max(unknown).alias("basis_unknown_max"),
     )
-    # The rate bases seen, sorted and joined: the known ones by flag, others by their least and greatest
-    # (exact for up to two values no collector writes; array_join skips the nulls).
-    low, high = F.min("basis_unknown_min"), F.max("basis_unknown_max")
-    seen = [F.when(F.max(f"basis_{k}") == 1, F.lit(value)) for k, value in enumerate(known)]
+    # A null instance is a group of its own here, with valid 0: its rows all count as beyond the instances.
+    flags = [F.max(f"basis_{k}") for k in range(len(known))]
     return per_instance.groupBy("job", "epoch", "operator_id").agg(
         F.max("parallelism").alias("parallelism"),
         F.sum("valid").cast("int").alias("instances_observed"),
-        # A null instance is a row of none: every such row counts as a duplicate, as it did with DISTINCT.
-        (F.sum("rows") - F.count("instance")).cast("int").alias("duplicated_instances"),
+        (F.sum("rows") - F.sum("valid")).cast("int").alias("duplicated_instances"),
         F.sum("true_processing_rate").alias("true_processing_rate"),
         F.sum("true_output_rate").alias("true_output_rate"),
         F.sum("observed_output_rate").alias("observed_output_rate"),
@@ -99,7 +155,7 @@ def operator_windows(metrics: DataFrame) -> DataFrame:
         F.coalesce(F.max("busy_ratio_max"), F.lit(0.0)).alias("busy_ratio_max"),
         F.coalesce(F.max("backpressure_ratio_max"), F.lit(0.0)).alias("backpressure_ratio_max"),
         F.sum("pending_records").alias("pending_records"),
-        F.array_join(F.array_sort(F.array(*seen, low, F.when(high != low, high))), "/").alias("rate_basis"),
+        _rate_basis(flags, known, F.min("basis_unknown_min"), F.max("basis_unknown_max")),
     )
 
 
@@ -224,10 +280,13 @@ def policy_decisions(
     run: RunInfo,
     source_rates: Mapping[str, float] | None = None,
     decide_from: int | None = None,
+    max_parallelism: int | None = None,
 ) -> DataFrame:
     """Decision rows (the decisions table schema, plus ``op_index``) of ``options.kind`` for ``metrics``.
 
     ``decide_from``: the first epoch decided (earlier ones are read only as a kind's history).
+    ``max_parallelism``: a bound of every row's parallelism, for one aggregation instead of two
+    (:func:`operator_windows`).
     """
     options = options.resolved(topology)
     rates = dict(source_rates or {})
@@ -236,7 +295,7 @@ def policy_decisions(
         return decide_job(rows, topology, options, run, rates, decide_from, block=key[1].as_py())
 
     schema = DECISIONS.spark_ddl() + ", `op_index` INT"
-    windows = operator_windows(metrics)
+    windows = operator_windows(metrics, max_parallelism)
     depth = history_epochs(options)
     own = F.floor(F.col("epoch") / EPOCH_BLOCK_SIZE).cast("long")
     # Each epoch's row goes to its own block and to the later blocks whose first epochs it is history for.

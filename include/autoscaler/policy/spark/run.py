@@ -89,11 +89,15 @@ def decide_stored_epochs(
     depth = history_epochs(options)
     first = run.from_epoch - depth if run.from_epoch is not None else None
     metrics = inputs.metrics_store(spark, run.store, run.job, first, run.to_epoch)
+    long_range = not _fits_the_driver(run)
+    # A long range's largest parallelism (one more scan, of one column) lets its operator windows take
+    # one aggregation instead of two; a short one is not worth the extra Spark action.
+    bound = decisions.largest_parallelism(metrics) if long_range else None
     metrics, counts = inputs.guard_operators(metrics, topology)
     info = decisions.RunInfo(run.run_id, run.run_type, datetime.now(UTC).replace(microsecond=0))
-    rows = decisions.policy_decisions(metrics, topology, options, info, source_rates, run.from_epoch)
+    rows = decisions.policy_decisions(metrics, topology, options, info, source_rates, run.from_epoch, bound)
 
-    if not _fits_the_driver(run):
+    if long_range:
         # A long range (a backfill, a what-if) is written from Spark, and committed after the checks:
         # collected, 25,000 epochs' decisions (250,000 rows with their reasons and options) ran the
         # Connect server's 1-GB driver out of heap (benchmarks/results/cluster.md).
