@@ -5,7 +5,8 @@ order the backfill runs them:
 
 1. **read**: the stored metrics of the range (``inputs.metrics_store``);
 2. **windows**: plus the operator windows (``decisions.operator_windows``: the instance rows summed
-   per job, epoch and operator);
+   per job, epoch and operator), with the scan of the largest parallelism that lets them take one
+   aggregation, as the backfill does;
 3. **policy**: plus every epoch's policy in the Python workers (``decisions.policy_decisions``);
 4. **backfill**: the whole ``decide_stored_epochs``, with the writer, to a fresh store.
 
@@ -77,11 +78,15 @@ def main() -> int:
                                              run.options, str(target)), topology)  # fmt: skip
         shutil.rmtree(target, ignore_errors=True)
 
+    def bound() -> int | None:
+        return decisions.largest_parallelism(inputs.metrics_store(spark, store, job, None, None))
+
     stages: dict[str, Callable[[], None]] = {
         "read": lambda: metrics().write.format("noop").mode("overwrite").save(),
-        "windows": lambda: decisions.operator_windows(metrics()).write.format("noop").mode("overwrite").save(),
+        "windows": lambda: decisions.operator_windows(metrics(), bound()).write.format("noop").mode("overwrite").save(),
         "policy": lambda: (
-            decisions.policy_decisions(metrics(), topology, options, info).write.format("noop").mode("overwrite").save()
+            decisions.policy_decisions(metrics(), topology, options, info, max_parallelism=bound())
+            .write.format("noop").mode("overwrite").save()
         ),
         "backfill": backfill,
     }
