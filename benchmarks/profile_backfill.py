@@ -86,7 +86,9 @@ def main() -> int:
         "windows": lambda: decisions.operator_windows(metrics(), bound()).write.format("noop").mode("overwrite").save(),
         "policy": lambda: (
             decisions.policy_decisions(metrics(), topology, options, info, max_parallelism=bound())
-            .write.format("noop").mode("overwrite").save()
+            .write.format("noop")
+            .mode("overwrite")
+            .save()
         ),
         "backfill": backfill,
     }
