@@ -92,3 +92,15 @@ def test_a_block_decides_usable_epochs_by_column_and_the_rest_one_by_one():
         assert all(_same(row[f], getattr(want, f)) for f in want.__dataclass_fields__), row
         assert row["epoch_block"] == row["epoch"] // EPOCH_BLOCK_SIZE and row["run_type"] == "backfill"
         assert row["options"] == options.to_json() and row["decided_at"] == RUN.decided_at
+
+
+def test_rows_in_several_record_batches_decide_as_in_one():
+    # Spark hands a worker its group in batches of spark.sql.execution.arrow.maxRecordsPerBatch rows.
+    rnd = random.Random(5)
+    table = _rows({e: _windows(rnd) for e in range(300)})
+    batches = pa.concat_tables([table.slice(0, 777), table.slice(777, 1000), table.slice(1777)])
+    assert batches.column("epoch").num_chunks == 3
+    options = PolicyOptions().resolved(TOPO)
+    one, several = (decide_job(t, TOPO, options, RUN, {}, None).to_pylist() for t in (table, batches))
+    assert len(one) == 300 * len(TOPO.order)
+    assert all(_same(a[k], b[k]) for a, b in zip(one, several, strict=True) for k in a)
