@@ -61,8 +61,8 @@ def operator_windows(metrics: DataFrame, max_parallelism: int | None = None) -> 
 
     With ``max_parallelism``, a bound of every row's parallelism (e.g. the input's largest) of at most
     64 x :data:`MASK_WORDS`, one aggregation per operator counts the instances as the bits of a mask.
-    Otherwise two, one per instance and then one per operator. At 10^7 rows the two took 20.2 s over
-    the read and the one 3.6 s (``benchmarks/results/profile-backfill-1e7-columns.md``). Neither uses
+    Otherwise two, one per instance and then one per operator. At 10^7 rows the two took 21.8 s over
+    the read and the one 6.2 s, its scan for the bound included (``benchmarks/results/policy.md``). Neither uses
     ``countDistinct`` or ``collect_set``: distinct counts make Spark expand every row once per
     distinct column, and a set is an object aggregate that falls back to sorting (14.4 s at 10^6 rows,
     ``benchmarks/results/profile-backfill-1e6.md``).
