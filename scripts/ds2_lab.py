@@ -47,6 +47,7 @@ from harness import machine, machine_line, write_results
 
 from autoscaler.config.options import MAX_LATE_EPOCHS, POLICY_KINDS
 from autoscaler.lab import ground_truth as gt
+from autoscaler.lab.bounds import floors_table
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
 from autoscaler.lab.scenario import SCALED, Scenario, load_scenario
@@ -340,12 +341,22 @@ def main() -> int:
     t = sub.add_parser("targets", help="a kind's runs against the lab's targets, per scenario (✓ or ✗)")
     t.add_argument("kind")
     t.add_argument("dirs", type=Path, nargs="+")
+    f = sub.add_parser("floors", help="per scenario, the cheapest any policy can be while it meets the other targets")
+    f.add_argument("scenarios", type=Path, nargs="*")
+    f.add_argument("--baselines", type=Path, default=ROOT / "benchmarks" / "lab", help="the baselines' runs (their under)")
+    f.add_argument("--no-drain", action="store_true", help="leave out the backlog and the drain target (a lower floor)")
+    f.add_argument(
+        "--scale-down-wait",
+        type=float,
+        default=0.0,
+        help="seconds of the lower load seen before a scale-down (a policy's scale-down wait)",
+    )
     sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
     j = sub.add_parser("rejudge", help="recompute finished runs' figures from their stores")
     j.add_argument("dirs", type=Path, nargs="+")
     g = sub.add_parser("ground-truth", help="measure the ground-truth curves these scenarios need")
     g.add_argument("scenarios", type=Path, nargs="+")
-    for p in (r, s, g, j):
+    for p in (r, s, g, j, f):
         p.add_argument("--ground-truth", type=Path, default=GROUND_TRUTH, help="the curves' cache (JSON)")
     args = parser.parse_args()
     if args.command == "compare":
@@ -371,6 +382,11 @@ def main() -> int:
     if args.command == "rejudge":
         for path in sorted(p for d in args.dirs for p in d.rglob("result.json")):
             rejudge(path, truth)
+        return 0
+    if args.command == "floors":
+        scenarios = [load_scenario(p) for p in args.scenarios or sorted(SCENARIOS.glob("*.yaml"))]
+        results = [json.loads(p.read_text()) for p in sorted(args.baselines.rglob("result.json"))]
+        print(floors_table(scenarios, truth, results, drain=not args.no_drain, scale_down_wait_s=args.scale_down_wait))
         return 0
     if args.command == "ground-truth":
         scenarios = [load_scenario(p) for p in args.scenarios]
