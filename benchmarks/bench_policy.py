@@ -463,14 +463,16 @@ class Bench:
                     stored = self.inputs.metrics_store(self.spark, str(dataset_dir(rows) / "store"), JOB)
                     bound = self.decisions.largest_parallelism(stored)
                 else:
-                    bound = max(op.parallelism for op in self.topo.operators.values())
+                    bound = self.decisions.topology_parallelism(self.topo)
                 decisions = self.decisions.policy_decisions(metrics, self.topo, self.options, self._run_info(),
                                                             max_parallelism=bound)  # fmt: skip
                 if phase == "policy":
                     self._noop(decisions)
                     check()
                 else:
-                    self.store.write_epochs(decisions.drop("op_index"), str(out_root), DECISIONS, JOB, before_commit=check)
+                    self.store.write_epochs(
+                        decisions.drop("op_index"), str(out_root), DECISIONS, JOB, before_commit=check, clustered=True
+                    )
             seconds = time.perf_counter() - started
         if out_root is not None:
             shutil.rmtree(out_root, ignore_errors=True)

@@ -141,8 +141,7 @@ def run(argv: list[str]) -> int:
     if args.rates:
         metrics, counts = inputs.rates_log(spark, args.rates, topology, args.job)
         checks.append(lambda: inputs.raise_for_bad_lines(counts, args.rates, topology))
-        # A rates log keeps only rows at the topology's parallelism: its largest bounds every row's.
-        bound = max(op.parallelism for op in topology.operators.values())
+        bound = decisions.topology_parallelism(topology)
     else:
         metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
         if skipped:
@@ -158,7 +157,7 @@ def run(argv: list[str]) -> int:
     # temporary store so that --json prints exactly what was checked, once.
     root = args.decisions_store or args.store or tempfile.mkdtemp(prefix="ds2-policy-")
     try:
-        store.write_epochs(rows.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
+        store.write_epochs(rows.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all, clustered=True)
         _print_decisions(args, spark, root, run_id, topology)
     finally:
         if not (args.store or args.decisions_store):

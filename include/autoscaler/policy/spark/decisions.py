@@ -78,6 +78,12 @@ def largest_parallelism(metrics: DataFrame) -> int | None:
     return metrics.agg(F.max("parallelism")).first()[0]
 
 
+def topology_parallelism(topology: Topology) -> int:
+    """The largest parallelism of ``topology``: a rates log keeps only rows at the topology's parallelism,
+    so this bounds every row's (:func:`operator_windows`) without a scan."""
+    return max(op.parallelism for op in topology.operators.values())
+
+
 def _ratio(part: str) -> F.Column:
     window = F.col("busy_ms") + F.col("idle_ms") + F.col("backpressured_ms")
     return F.max(F.when(window > 0, F.col(part) / window))
@@ -261,9 +267,8 @@ def decide_job(
     by_epoch = _windows_by_epoch(rows)
     order = {op: k for k, op in enumerate(topology.order)}
     out: list[dict] = []
-    for epoch in sorted(by_epoch):
-        if not decided(np.array([epoch]))[0]:
-            continue
+    one_by_one = np.array(sorted(by_epoch), dtype=np.int64)
+    for epoch in one_by_one[decided(one_by_one)].tolist():
         history = [EpochWindows(e, by_epoch[e]) for e in range(epoch - depth, epoch) if e in by_epoch]
         for d in policy(topology, by_epoch[epoch], options, source_rates, history, epoch):
             row = {name: getattr(d, name) for name in d.__dataclass_fields__}
@@ -286,7 +291,8 @@ def policy_decisions(
 
     ``decide_from``: the first epoch decided (earlier ones are read only as a kind's history).
     ``max_parallelism``: a bound of every row's parallelism, for one aggregation instead of two
-    (:func:`operator_windows`).
+    (:func:`operator_windows`). The rows come clustered by block, one block in one partition: they are
+    written as they are (``store.spark.write_epochs(..., clustered=True)``).
     """
     options = options.resolved(topology)
     rates = dict(source_rates or {})
