@@ -470,9 +470,7 @@ class Bench:
                     self._noop(decisions)
                     check()
                 else:
-                    self.store.write_epochs(
-                        decisions.drop("op_index"), str(out_root), DECISIONS, JOB, before_commit=check, clustered=True
-                    )
+                    self.store.write_epochs(decisions.drop("op_index"), str(out_root), DECISIONS, JOB, before_commit=check)
             seconds = time.perf_counter() - started
         if out_root is not None:
             shutil.rmtree(out_root, ignore_errors=True)

@@ -157,7 +157,7 @@ def run(argv: list[str]) -> int:
     # temporary store so that --json prints exactly what was checked, once.
     root = args.decisions_store or args.store or tempfile.mkdtemp(prefix="ds2-policy-")
     try:
-        store.write_epochs(rows.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all, clustered=True)
+        store.write_epochs(rows.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
         _print_decisions(args, spark, root, run_id, topology)
     finally:
         if not (args.store or args.decisions_store):

@@ -97,20 +97,3 @@ def test_missing_job_is_an_error(spark, store):
                 "nope",
             ]
         )
-
-
-def test_clustered_write_keeps_every_row_even_when_a_block_spans_partitions(spark, tmp_path):
-    from autoscaler.store import spark as spark_store
-
-    old = {e: epoch_windows(1000.0) for e in (2, 3)}
-    write_epochs(tmp_path, METRICS, "j", metrics_rows(TOPO, old, job="j"))
-    new = {e: epoch_windows(5000.0 + e) for e in (0, 1, 2, EPOCH_BLOCK_SIZE, EPOCH_BLOCK_SIZE + 1)}
-    # Round-robin: each block's rows spread over four partitions, the case `clustered` does not expect.
-    scattered = spark.createDataFrame(metrics_rows(TOPO, new, job="j").to_pandas()).repartition(4)
-    assert spark_store.write_epochs(scattered, str(tmp_path), METRICS, "j", clustered=True) == 2
-    back = read_epochs(tmp_path, METRICS, "j")
-    expected = metrics_rows(TOPO, {**new, 3: old[3]}, job="j")
-    key = ["epoch", "operator_id", "instance"]
-    assert back.select([*key, "records_out"]).sort_by([(k, "ascending") for k in key]).to_pylist() == (
-        expected.select([*key, "records_out"]).sort_by([(k, "ascending") for k in key]).to_pylist()
-    )

@@ -25,14 +25,8 @@ def _blocks(folder: Path) -> list[Path]:
     return sorted(d for d in folder.glob("job=*/epoch_block=*") if d.is_dir())
 
 
-def write_epochs(df: DataFrame, root: str, table: Table, job: str, before_commit: Callable[[], None] | None = None,
-                 clustered: bool = False) -> int:  # fmt: skip
-    """Write one job's rows, replacing every epoch they contain. Returns the blocks written.
-
-    ``clustered``: each block's rows already sit in one Spark partition, as a group-by by block leaves
-    them (the policy run's decisions): they are written where they are, without the shuffle by
-    block. Rows of one block spread over partitions would still be written whole, in one file each.
-    """
+def write_epochs(df: DataFrame, root: str, table: Table, job: str, before_commit: Callable[[], None] | None = None) -> int:
+    """Write one job's rows, replacing every epoch they contain. Returns the blocks written."""
     validate_job_name(job)
     spark: SparkSession = df.sparkSession
     base = table_dir(root, table)
@@ -40,13 +34,14 @@ def write_epochs(df: DataFrame, root: str, table: Table, job: str, before_commit
     try:
         with store_lock(root, table, job):
             columns = [c.name for c in table.columns]
-            rows = df.select(*columns).filter(F.col("job") == job)
-            if clustered:
-                # Sorted by the partition columns first, as the writer needs them, so it adds no sort of its own.
-                rows = rows.sortWithinPartitions(*table.partition_by, "epoch")
-            else:
-                rows = rows.repartition("job", "epoch_block").sortWithinPartitions("epoch")
-            rows.write.partitionBy(*table.partition_by).parquet(str(staging / "new"))
+            (
+                df.select(*columns)
+                .filter(F.col("job") == job)
+                .repartition("job", "epoch_block")
+                .sortWithinPartitions("epoch")
+                .write.partitionBy(*table.partition_by)
+                .parquet(str(staging / "new"))
+            )
             if before_commit is not None:
                 before_commit()
             touched = _blocks(staging / "new")

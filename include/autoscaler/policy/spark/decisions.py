@@ -291,8 +291,7 @@ def policy_decisions(
 
     ``decide_from``: the first epoch decided (earlier ones are read only as a kind's history).
     ``max_parallelism``: a bound of every row's parallelism, for one aggregation instead of two
-    (:func:`operator_windows`). The rows come clustered by block, one block in one partition: they are
-    written as they are (``store.spark.write_epochs(..., clustered=True)``).
+    (:func:`operator_windows`).
     """
     options = options.resolved(topology)
     rates = dict(source_rates or {})

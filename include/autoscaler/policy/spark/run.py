@@ -108,9 +108,7 @@ def decide_stored_epochs(
             if before_commit is not None:
                 before_commit()
 
-        spark_store.write_epochs(
-            decided.df.drop("op_index"), run.decisions_root, DECISIONS, run.job, check_then_commit, clustered=True
-        )
+        spark_store.write_epochs(decided.df.drop("op_index"), run.decisions_root, DECISIONS, run.job, check_then_commit)
         return int(decided.get()["epochs"] or 0)
     # One Spark action: the decisions (a few rows per epoch) come back to this process, which commits
     # them with the store's own writer. Writing them from Spark took four actions per run (staging,
