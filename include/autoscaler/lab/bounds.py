@@ -27,7 +27,7 @@ from itertools import pairwise, product
 
 from autoscaler.lab.ground_truth import GroundTruth, operator_costs
 from autoscaler.lab.scenario import SCALED, Scenario
-from autoscaler.lab.targets import BASELINES, COST_FACTOR, DRAIN_S, NONLINEAR
+from autoscaler.lab.targets import BASELINES, COST_FACTOR, DRAIN_S, NO_REVERSAL, rescale_limit
 
 DECISION_DELAY_S = 5.0  # a rescale decided at an epoch's end happens a few seconds later (its load change)
 
@@ -47,14 +47,10 @@ class Floor:
 
 
 def _allowed(scenario: Scenario, change: int, done: int) -> bool:
-    """Whether one more rescale is allowed in load change ``change`` after ``done`` (spike: in the whole run)."""
-    if scenario.name == "spike":
-        return done < 1
-    if scenario.name == "noise":
-        return change == 0
-    if scenario.name == "diurnal-sine":
-        return True  # its one rule is no reversal (checked by the caller)
-    return done < (2 if scenario.name in NONLINEAR else 1)
+    """Whether one more rescale meets the rescale target, ``done`` made in load change ``change`` (or in the
+    whole run, where the target counts that)."""
+    _, limit = rescale_limit(scenario.name, change)
+    return limit is None or done < limit
 
 
 # After an epoch: the sizes the next epoch runs at; the load change of the last rescale and the rescales
@@ -129,7 +125,7 @@ def cheapest(scenario: Scenario, need_at: Callable[[float], Mapping[str, int | N
             spent, trail = cost + interval * sum(sizes), (*path, sizes)
             bucket = round(owed / BACKLOG_BUCKET)
             change = change_of((i + 1) * interval + DECISION_DELAY_S)  # the load change a rescale now falls in
-            done_here = done if change == last_change or scenario.name == "spike" else 0
+            done_here = done if change == last_change or rescale_limit(scenario.name, change)[0] else 0
             moves: list[State] = [(sizes, (last_change, done), directions, under, False, bucket, since)]
             if not warm and i < count - 1 and _allowed(scenario, change, done_here):
                 for new in candidates:
@@ -141,7 +137,7 @@ def cheapest(scenario: Scenario, need_at: Callable[[float], Mapping[str, int | N
                         if not seen or any(sign < 0 and any(n[op] > new[k] for n in seen)
                                            for k, (op, sign) in enumerate(zip(ops, signs, strict=True))):  # fmt: skip
                             continue  # a scale-down before the wait has seen the lower load
-                    if scenario.name == "diurnal-sine" and any(
+                    if scenario.name in NO_REVERSAL and any(
                         sign and d_sign and sign != d_sign and d_change == change
                         for sign, (d_sign, d_change) in zip(signs, directions, strict=True)
                     ):
