@@ -811,7 +811,7 @@ def main(argv: list[str]) -> None:
                 derived.append({"size": rows, "path": path_kind, "step": step, "seconds": round(seconds, 3)})
         if rows == 10**7:
             best = {(m["path"], m["phase"]): m["best_s"] for m in measurements if m["size"] == rows}
-            for path_kind, target in (("store", 4), ("rates-log", 12)):
+            for path_kind, target in (("store", 6), ("rates-log", 12)):  # issue 22
                 seconds = best[(path_kind, "end-to-end")]
                 what = f"10^7 rows, {path_kind} path"
                 targets.append({"what": what, "seconds": seconds, "target_s": target, "met": seconds <= target})
