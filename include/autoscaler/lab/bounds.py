@@ -73,10 +73,10 @@ def cheapest(scenario: Scenario, need_at: Callable[[float], Mapping[str, int | N
     ``capacity(sizes)``: the records/s the job takes at those sizes (the measured curves); with it, the
     backlog is followed as a fluid (the epoch's mean arrival against the capacity, nothing processed
     during a restart) and every backlog must drain within :data:`~autoscaler.lab.targets.DRAIN_S` of
-    its last growth, and none be owed at the end. ``scale_down_wait_s``: an operator goes down only to a
-    size that took the highest rate of the epochs in that time before (a policy's scale-down wait:
-    it has seen that much of the lower load). The backlog is kept to :data:`BACKLOG_BUCKET` records in the search's states, so
-    the floor is approximate by that much.
+    its last growth, and none be owed at the end. The search's states keep the backlog to
+    :data:`BACKLOG_BUCKET` records, so the floor is approximate by that much.
+    ``scale_down_wait_s``: an operator goes down only to a size that took the highest rate of the
+    epochs in that time before (a policy's scale-down wait: it has seen that much of the lower load).
     """
     interval = scenario.interval_s
     count = round(scenario.duration_s / interval)
