@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from itertools import pairwise, product
 
 from autoscaler.lab.ground_truth import GroundTruth, operator_costs
+from autoscaler.lab.result import DRAINED_S
 from autoscaler.lab.scenario import SCALED, Scenario
 from autoscaler.lab.targets import BASELINES, COST_FACTOR, DRAIN_S, NO_REVERSAL, rescale_limit
 
@@ -60,7 +61,6 @@ def _allowed(scenario: Scenario, change: int, done: int) -> bool:
 State = tuple[tuple[int, ...], tuple[int, int], tuple[tuple[int, int], ...], int, bool, int, int]
 BACKLOG_BUCKET = 10_000.0
 RESTART_S = 3.5  # the lab's measured stop-to-running time of a rescale (3.2-4.2 s): input piles up meanwhile
-DRAINED_S = 1.0  # a backlog of at most this many seconds of input is drained (as the lab measures)
 
 
 def cheapest(scenario: Scenario, need_at: Callable[[float], Mapping[str, int | None]], under_epochs: int,

@@ -34,6 +34,8 @@ from autoscaler.lab.scenario import SCALED, Scenario
 from autoscaler.record.loop_report import EpochRow
 from autoscaler.record.outcomes import SUCCEEDED
 
+DRAINED_S = 1.0  # a source owing at most this many seconds of its input (and at least 1 record) has no backlog
+
 SUSTAINED = 0.95
 MAX_BACKPRESSURE = 0.10
 
@@ -50,7 +52,7 @@ def _sustained(row: EpochRow, previous: EpochRow | None, arrivals: float) -> boo
     if row.backlog is None:
         return row.backpressure <= MAX_BACKPRESSURE
     before = previous.backlog if previous is not None and previous.measured else None
-    return row.backlog <= max(arrivals, 1.0) or (before is not None and row.backlog <= before)
+    return row.backlog <= max(arrivals * DRAINED_S, 1.0) or (before is not None and row.backlog <= before)
 
 
 def _running(rows: Sequence[EpochRow], initial: dict[str, int]) -> list[dict[str, int]]:
@@ -167,9 +169,9 @@ def lab_result(
 
 
 def _drain(rows: Sequence[EpochRow], per_epoch: list[dict[str, Any]], peak_i: int) -> float | None:
-    """Seconds from the backlog's peak to the first epoch that owes at most 1 s of its input."""
+    """Seconds from the backlog's peak to the first epoch that owes at most DRAINED_S of its input."""
     for i in range(peak_i, len(rows)):
         backlog, rate = rows[i].backlog, rows[i].target_rate
-        if backlog is not None and not math.isnan(rate) and backlog <= max(rate, 1.0):
+        if backlog is not None and not math.isnan(rate) and backlog <= max(rate * DRAINED_S, 1.0):
             return per_epoch[i]["end_s"] - per_epoch[peak_i]["end_s"]
     return None
