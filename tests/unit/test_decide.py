@@ -105,6 +105,22 @@ def test_epochs_measured_before_a_late_rescale_took_effect_are_not_acted_on():
     }
 
 
+def test_warm_up_counts_from_the_epoch_a_late_rescale_took_effect_in():
+    """The flaky CI run: Count 1 -> 4 decided at epoch e took effect 4 s into epoch e+3 (the runs were
+    late), and the run of e+3 measured a short window 9 s after the restart, in the drain: its 4 -> 6 is
+    a warm-up, not a decision. The next epoch is decided as usual."""
+    j = job()
+    e = j.epoch_of(NOW)
+    late = LastRescale(e, j.epoch_start(e + 3) + timedelta(seconds=4))
+    held = decide(j, e + 3, rows(count=(4, 6)), last_rescale=late, decided_epochs_since_rescale=1, free_slots=2, now=NOW)
+    assert held.action == NOOP and held.target == {}
+    assert held.summary.startswith(f"warm-up: epoch 1 of 1 after the rescale at epoch {e} took effect"), held.summary
+    after = decide(j, e + 4, rows(count=(4, 6)), last_rescale=late, decided_epochs_since_rescale=1, free_slots=2, now=NOW)
+    assert after.action == RESCALE and after.target == {"Count": 6}
+    two = job(warmup_epochs=2)
+    assert decide(two, e + 4, rows(count=(4, 6)), last_rescale=late, decided_epochs_since_rescale=1, free_slots=2).action == NOOP
+
+
 def test_hysteresis_ignores_a_scale_down_by_one_but_not_by_two():
     plan = decide(job(), 10, rows(count=(4, 3)), decided_epochs_since_rescale=1)
     assert plan.action == NOOP and "scale-down by 1 ignored" in plan.summary

@@ -212,8 +212,10 @@ LOW_UTILIZATION = Option(
 )  # fmt: skip
 # -- decide -------------------------------------------------------------------------------------
 WARMUP_EPOCHS = Option(
-    "policy.warmup_epochs", "integer", 1, "Epochs after a rescale whose metrics are never acted on (the restart's transient).", 0
-)
+    "policy.warmup_epochs", "integer", 1,
+    "Epochs after a rescale whose metrics are never acted on (the restart's transient), counted from the decided "
+    "epoch and from the one the restart fell in.", 0,
+)  # fmt: skip
 ACTIVATION_EPOCHS = Option(
     "policy.activation_epochs", "integer", 1,
     "Decided epochs since the last rescale, the newest in a row proposing the same direction per operator, needed "

@@ -4,7 +4,8 @@ DS2 computes the parallelism an epoch's rates need; acting on every such number 
 the job on noise. A proposal becomes a rescale only when it passes, in this order:
 
 1. the epoch is decidable (validated, not a warm-up window) and every operator's metrics are complete;
-2. warm-up: the first ``warmup_epochs`` epochs after a rescale carry the restart's transient;
+2. warm-up: the first ``warmup_epochs`` epochs after a rescale carry the restart's transient, counted from
+   the decided epoch and from the epoch the restart fell in (a late rescale starts its warm-up late);
 3. activation: at least ``activation_epochs`` decided epochs since the last rescale;
 4. cooldown: at least ``cooldown`` since the last rescale ended;
 5. per operator: hysteresis (a scale-down by ``ignore_scale_down_by`` instances or fewer is ignored,
@@ -288,6 +289,16 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
             return (
                 f"measured before the rescale at epoch {last.epoch} took effect ({finished:%H:%M:%S} UTC): "
                 "these metrics describe the job as it ran before"
+            )
+        # Warm-up counts from the epoch the restart fell in, not only from the decided epoch: when runs
+        # were late or skipped, a window measured a few seconds after the restart (a short one, taken
+        # late) carries its transient all the same (seen: Count 1 -> 4 took effect 3 epochs late, the
+        # next run measured 6 s of the drain 9 s after the restart and went 4 -> 6, then 6 -> 4).
+        took_effect = job.epoch_of(finished) + 1  # the epoch whose interval holds ``finished``
+        if epoch - took_effect < stability.warmup_epochs:
+            return (
+                f"warm-up: epoch {epoch - took_effect + 1} of {stability.warmup_epochs} after the rescale at "
+                f"epoch {last.epoch} took effect ({finished:%H:%M:%S} UTC, in epoch {took_effect})"
             )
     if decided < stability.activation_epochs:
         return f"activation: {decided} of {stability.activation_epochs} decided epochs since the rescale at epoch {last.epoch}"
