@@ -51,7 +51,7 @@ from autoscaler.lab.bounds import floors_table
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
 from autoscaler.lab.scenario import SCALED, Scenario, load_scenario
-from autoscaler.lab.targets import targets_table
+from autoscaler.lab.targets import BASELINES, tally_table, targets_table
 from autoscaler.record.loop_report import EpochRow
 
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
@@ -341,6 +341,10 @@ def main() -> int:
     t = sub.add_parser("targets", help="a kind's runs against the lab's targets, per scenario (✓ or ✗)")
     t.add_argument("kind")
     t.add_argument("dirs", type=Path, nargs="+")
+    y = sub.add_parser("tally", help="the score: every kind's targets by majority over its runs, per scenario")
+    y.add_argument("kind", help="the kind under test, read from dirs (the baselines are read from --baselines)")
+    y.add_argument("dirs", type=Path, nargs="+")
+    y.add_argument("--baselines", type=Path, default=ROOT / "benchmarks" / "lab", help="the baselines' runs")
     f = sub.add_parser("floors", help="per scenario, the cheapest any policy can be while it meets the other targets")
     f.add_argument("scenarios", type=Path, nargs="*")
     f.add_argument("--baselines", type=Path, default=ROOT / "benchmarks" / "lab", help="the baselines' runs (their under)")
@@ -368,6 +372,14 @@ def main() -> int:
         return 0
     if args.command == "targets":
         print(targets_table([json.loads(p.read_text()) for d in args.dirs for p in sorted(d.rglob("result.json"))], args.kind))
+        return 0
+    if args.command == "tally":
+        runs = [json.loads(p.read_text()) for d in args.dirs for p in sorted(d.rglob("result.json"))]
+        base = [r for p in sorted(args.baselines.rglob("result.json")) if (r := json.loads(p.read_text()))["policy"] in BASELINES]
+        if not runs or not base:
+            raise SystemExit(f"no result.json under {', '.join(map(str, args.dirs)) if not runs else args.baselines}")
+        honest = [r for r in runs if r.get("inputs") == "honest"]
+        print(tally_table(honest + [b for b in base if b.get("inputs") == "honest"], base, [args.kind, *BASELINES]))
         return 0
     if args.command == "interference":
         interference(ROOT / "benchmarks" / "results" / "lab-interference")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.lab.targets import check, targets_table
+from autoscaler.lab.targets import check, tally, tally_table, targets_table
 
 
 def run(scenario, kind, *, under=30.0, inst=2_900.0, truth=2_760.0, per_change=(1, 0, 0), drains=(60.0,), over=0, short=0,
@@ -49,3 +49,17 @@ def test_the_table_marks_each_target_per_scenario():
     table = targets_table(results, "ds2_plus")
     assert "| skew | ds2_plus | – 30 s, no baseline |" in table
     assert "| step-up-down | ds2_plus | ✓ 30 s (best baseline 90) | ✗ 1.25× | ✓ 1/0/0 per change (≤ 1) | ✓ 60 s | – |" in table
+
+
+def test_the_tally_takes_each_targets_majority_over_a_kinds_runs():
+    """step-up-down's three runs at the final defaults: the drain took 58, 58 and 90.4 s: ✓ by 2 of 3."""
+    baselines = [run("step-up-down", "utilization", under=30, inst=3_600)]
+    runs = [run("step-up-down", "ds2_plus", inst=3_870, drains=(d,)) for d in (58.0, 58.0, 90.4)]
+    row = tally(runs, baselines, "ds2_plus")["step-up-down"]
+    assert row == {"runs": 3, "under": (True, "3/3"), "cost": (False, "0/3"), "rescales": (True, "3/3"),
+                   "drain": (True, "2/3"), "end": None}  # fmt: skip
+    split = tally(runs[1:], baselines, "ds2_plus")["step-up-down"]  # one of two is no majority
+    assert split["drain"] == (False, "1/2")
+    table = tally_table(runs + baselines, baselines, ["ds2_plus", "utilization"])
+    assert "| step-up-down | ds2_plus | 3 | 3/4 | ✓ 3/3 | ✗ 0/3 | ✓ 3/3 | ✓ 2/3 | – |" in table
+    assert table.endswith("Targets met: ds2_plus 3 of 4, utilization 3 of 4")

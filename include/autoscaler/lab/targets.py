@@ -96,3 +96,46 @@ def targets_table(results: Sequence[dict[str, Any]], kind: str) -> str:
                  for ok, why in (verdicts[k] for k in TARGETS)]  # fmt: skip
         lines.append(f"| {r['scenario']} | {r['policy']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def tally(runs: Sequence[dict[str, Any]], baselines: Sequence[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    """Per scenario: each target's verdict for ``kind`` over its runs in ``runs``, by majority (met when more
+    than half the runs meet it; None when it does not apply), with the runs' count of ✓.
+
+    Each run is judged against the ``baselines`` runs of its scenario and inputs. A baseline kind is judged
+    the same way, over its own runs in ``runs``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    mine = [r for r in runs if r.get("kind", r["policy"]) == kind]
+    for scenario in sorted({r["scenario"] for r in mine}):
+        theirs = [r for r in mine if r["scenario"] == scenario]
+        verdicts = [
+            check(r, [b for b in baselines if b["scenario"] == scenario and b.get("inputs") == r.get("inputs")]) for r in theirs
+        ]
+        row: dict[str, Any] = {"runs": len(theirs)}
+        for target in TARGETS:
+            oks = [v[target][0] for v in verdicts if v[target][0] is not None]
+            row[target] = None if not oks else (sum(oks) * 2 > len(oks), f"{sum(oks)}/{len(oks)}")
+        out[scenario] = row
+    return out
+
+
+def tally_table(runs: Sequence[dict[str, Any]], baselines: Sequence[dict[str, Any]], kinds: Sequence[str]) -> str:
+    """The lab's score: per scenario and kind, each target by majority over the kind's runs, and the totals."""
+    lines = ["| scenario | kind | runs | met | " + " | ".join(TARGETS) + " |", "|---|---|---|---|" + "---|" * len(TARGETS)]
+    totals = {}
+    per_kind = {kind: tally(runs, baselines, kind) for kind in kinds}
+    for scenario in sorted({s for rows in per_kind.values() for s in rows}):
+        for kind, rows in per_kind.items():
+            if scenario not in rows:
+                continue
+            row = rows[scenario]
+            judged = [row[t] for t in TARGETS if row[t] is not None]
+            met = sum(ok for ok, _ in judged)
+            done = totals.setdefault(kind, [0, 0])
+            done[0], done[1] = done[0] + met, done[1] + len(judged)
+            cells = ["–" if row[t] is None else f"{'✓' if row[t][0] else '✗'} {row[t][1]}" for t in TARGETS]
+            lines.append(f"| {scenario} | {kind} | {row['runs']} | {met}/{len(judged)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Targets met: " + ", ".join(f"{kind} {met} of {n}" for kind, (met, n) in totals.items()))
+    return "\n".join(lines)
