@@ -285,7 +285,8 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
     finished = last.finished_at
     if finished is not None:
         finished = finished if finished.tzinfo else finished.replace(tzinfo=UTC)
-        if job.epoch_start(epoch + 1) <= finished:
+        took_effect = job.epoch_of(finished) + 1  # the epoch whose interval holds ``finished``
+        if epoch < took_effect:
             return (
                 f"measured before the rescale at epoch {last.epoch} took effect ({finished:%H:%M:%S} UTC): "
                 "these metrics describe the job as it ran before"
@@ -294,7 +295,6 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
         # were late or skipped, a window measured a few seconds after the restart (a short one, taken
         # late) carries its transient all the same (seen: Count 1 -> 4 took effect 3 epochs late, the
         # next run measured 6 s of the drain 9 s after the restart and went 4 -> 6, then 6 -> 4).
-        took_effect = job.epoch_of(finished) + 1  # the epoch whose interval holds ``finished``
         if epoch - took_effect < stability.warmup_epochs:
             return (
                 f"warm-up: epoch {epoch - took_effect + 1} of {stability.warmup_epochs} after the rescale at "

@@ -85,13 +85,18 @@ def check(result: dict[str, Any], baselines: Sequence[dict[str, Any]]) -> dict[s
     return out
 
 
+def judge(result: dict[str, Any], others: Sequence[dict[str, Any]]) -> dict[str, tuple[bool | None, str]]:
+    """:func:`check` against the baseline kinds' runs among ``others`` of the same scenario and inputs."""
+    same = [b for b in others if b["scenario"] == result["scenario"] and b.get("inputs") == result.get("inputs")
+            and b.get("kind", b["policy"]) in BASELINES]  # fmt: skip
+    return check(result, same)
+
+
 def targets_table(results: Sequence[dict[str, Any]], kind: str) -> str:
     """One row per scenario for the runs of ``kind``: each target ✓ or ✗ with its figure."""
     lines = ["| scenario | run | " + " | ".join(TARGETS) + " |", "|---|---|" + "---|" * len(TARGETS)]
     for r in sorted((r for r in results if r.get("kind", r["policy"]) == kind), key=lambda r: (r["scenario"], r["policy"])):
-        same = [b for b in results if b["scenario"] == r["scenario"] and b.get("inputs") == r.get("inputs")
-                and b.get("kind", b["policy"]) in BASELINES]  # fmt: skip
-        verdicts = check(r, same)
+        verdicts = judge(r, results)
         cells = ["–" if ok is None and not why else f"{'–' if ok is None else '✓' if ok else '✗'} {why}".strip()
                  for ok, why in (verdicts[k] for k in TARGETS)]  # fmt: skip
         lines.append(f"| {r['scenario']} | {r['policy']} | " + " | ".join(cells) + " |")
@@ -102,16 +107,14 @@ def tally(runs: Sequence[dict[str, Any]], baselines: Sequence[dict[str, Any]], k
     """Per scenario: each target's verdict for ``kind`` over its runs in ``runs``, by majority (met when more
     than half the runs meet it; None when it does not apply), with the runs' count of ✓.
 
-    Each run is judged against the ``baselines`` runs of its scenario and inputs. A baseline kind is judged
+    Each run is judged against the baseline kinds' runs in ``baselines`` of its scenario and inputs. A baseline kind is judged
     the same way, over its own runs in ``runs``.
     """
     out: dict[str, dict[str, Any]] = {}
     mine = [r for r in runs if r.get("kind", r["policy"]) == kind]
     for scenario in sorted({r["scenario"] for r in mine}):
         theirs = [r for r in mine if r["scenario"] == scenario]
-        verdicts = [
-            check(r, [b for b in baselines if b["scenario"] == scenario and b.get("inputs") == r.get("inputs")]) for r in theirs
-        ]
+        verdicts = [judge(r, baselines) for r in theirs]
         row: dict[str, Any] = {"runs": len(theirs)}
         for target in TARGETS:
             oks = [v[target][0] for v in verdicts if v[target][0] is not None]
