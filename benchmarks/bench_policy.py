@@ -44,6 +44,7 @@ from harness import machine, write_results  # noqa: E402
 
 from autoscaler.collect.ds2_files import RATE_COLUMNS  # noqa: E402
 from autoscaler.config.options import PolicyOptions  # noqa: E402
+from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs  # noqa: E402
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, block_dir, read_epochs  # noqa: E402
 from autoscaler.store.schemas import DECISIONS, METRICS  # noqa: E402
 from autoscaler.topology import Operator, Topology, write_topology_csv  # noqa: E402
@@ -57,6 +58,10 @@ INTERVAL_S = 10  # window length of an epoch
 T0_NS = 115_000_000_000_000  # a monotonic clock, like the DS2 reference logs
 CHUNK_BLOCKS = 24  # epoch blocks generated at once: 24 x 1024 epochs x 40 rows ~ 10^6 rows
 WARMUP_ROWS = 4_000  # 100 epochs
+# What is measured per input. A backfill from the store reads, decides and writes each block in one
+# task (policy.spark.blocks), so its only phases are Spark's read (for reference) and the whole run;
+# a rates log goes through Spark's reader, aggregation and shuffle, whose policy phase is measured too.
+PHASES = {"store": ("read", "end-to-end"), "rates-log": ("read", "policy", "end-to-end")}
 SAMPLE_S = 0.05
 PEAKS = ("peak_jvm_mb", "peak_python_mb", "peak_other_mb", "peak_total_mb")
 
@@ -443,6 +448,30 @@ class Bench:
     def _noop(df) -> None:
         df.write.format("noop").mode("overwrite").save()
 
+    def _backfill(self, rows: int, out_root: Path) -> None:
+        """A backfill of the whole store as production runs it (policy.spark.run): block by block where the
+        blocks are stored, no shuffle (policy.spark.blocks), the decisions committed into ``out_root``."""
+        folder = dataset_dir(rows)
+        run = StoreRun(str(folder / "store"), JOB, None, None, "backfill", uuid.uuid4().hex,
+                       str(folder / "topology.csv"), self.options, decisions_store=str(out_root))  # fmt: skip
+        decide_stored_epochs(self.spark, run, self.topo)
+
+    def _spark_sql(self, path_kind: str, rows: int, phase: str, out_root: Path | None) -> None:
+        """A phase through Spark's reader, aggregation and shuffle: as ds2_policy decides a rates log."""
+        metrics, check = self._input(path_kind, rows)
+        if phase == "read":
+            self._noop(metrics)
+            check()
+            return
+        # The bound of the parallelism that lets the operator windows take one aggregation, from the topology.
+        bound = self.decisions.topology_parallelism(self.topo)
+        decisions = self.decisions.policy_decisions(metrics, self.topo, self.options, self._run_info(), max_parallelism=bound)
+        if phase == "policy":
+            self._noop(decisions)
+            check()
+        else:
+            self.store.write_epochs(decisions.drop("op_index"), str(out_root), DECISIONS, JOB, before_commit=check)
+
     def phase(self, path_kind: str, rows: int, phase: str) -> tuple[float, dict]:
         """One timed run of a phase, from building the plan to the end of the action."""
         self.spark._jvm.java.lang.System.gc()  # start every measurement from a collected heap
@@ -452,25 +481,10 @@ class Bench:
             out_root = self.out / f"rows-{rows}-{path_kind}-{uuid.uuid4().hex[:8]}"
         with RssSampler() as sampler:
             started = time.perf_counter()
-            metrics, check = self._input(path_kind, rows)
-            if phase == "read":
-                self._noop(metrics)
-                check()
+            if path_kind == "store" and phase == "end-to-end":
+                self._backfill(rows, out_root)
             else:
-                # As the backfill does (policy.spark.run, ds2_policy): the bound of the parallelism that lets
-                # the operator windows take one aggregation, from a scan of the store or from the topology.
-                if path_kind == "store":
-                    stored = self.inputs.metrics_store(self.spark, str(dataset_dir(rows) / "store"), JOB)
-                    bound = self.decisions.largest_parallelism(stored)
-                else:
-                    bound = self.decisions.topology_parallelism(self.topo)
-                decisions = self.decisions.policy_decisions(metrics, self.topo, self.options, self._run_info(),
-                                                            max_parallelism=bound)  # fmt: skip
-                if phase == "policy":
-                    self._noop(decisions)
-                    check()
-                else:
-                    self.store.write_epochs(decisions.drop("op_index"), str(out_root), DECISIONS, JOB, before_commit=check)
+                self._spark_sql(path_kind, rows, phase, out_root)
             seconds = time.perf_counter() - started
         if out_root is not None:
             shutil.rmtree(out_root, ignore_errors=True)
@@ -650,8 +664,10 @@ def write_reports(report: dict, results: Path = RESULTS) -> None:
         f"x {c['instances_per_operator']} instances; one warm SparkSession for all sizes; repeat={report['repeat']} "
         "(best and median of the repeats; rows/s from the best)",
         "- phases: `read` = input DataFrame to the noop sink; `policy` = decisions (read + DS2) to the noop sink; "
-        "`end-to-end` = read + DS2 + `store.spark.write_epochs` into a fresh store with the input checks before "
-        "the commit. `decide` and `write` rows are differences of medians (derived, not measured).",
+        "`end-to-end`: from the store, a backfill as production runs it (`policy.spark.run.decide_stored_epochs`: "
+        "each block read, decided and staged in one task, `policy.spark.blocks`, then committed); from a rates log, "
+        "read + DS2 + `store.spark.write_epochs` into a fresh store. Both check the inputs before the commit. "
+        "`decide` and `write` rows are differences of medians (derived, not measured).",
         f"- memory: RSS sampled every {int(c['sample_interval_s'] * 1000)} ms; peak JVM / Python / JVM + Python over the "
         "measurement (the JVM heap is garbage-collected before each one; a JVM keeps committed heap, so peaks "
         "within one session also reflect earlier runs). Cold run: the spark-submit JVM(s).",
@@ -776,12 +792,12 @@ def main(argv: list[str]) -> None:
     started = time.perf_counter()
     bench.quiet_wait_s, quiet_wait_s = 0.0, bench.quiet_wait_s  # no waiting for the warm-up
     for path_kind in ("store", "rates-log"):
-        for phase in ("read", "policy", "end-to-end"):
+        for phase in PHASES[path_kind]:
             bench.phase(path_kind, WARMUP_ROWS, phase)
     compared = bench.equivalence(WARMUP_ROWS)
     # The JIT needs more than 100 epochs: also run the policy once over the smallest measured size.
     for path_kind in ("store", "rates-log"):
-        bench.phase(path_kind, min(args.sizes), "policy")
+        bench.phase(path_kind, min(args.sizes), PHASES[path_kind][-1])
     bench.quiet_wait_s = quiet_wait_s
     print(f"bench: warm-up done in {time.perf_counter() - started:.1f} s (both inputs agree on {compared} decisions)", flush=True)
 
@@ -789,7 +805,7 @@ def main(argv: list[str]) -> None:
     for rows in args.sizes:
         for path_kind in ("store", "rates-log"):
             medians = {}
-            for phase in ("read", "policy", "end-to-end"):
+            for phase in PHASES[path_kind]:
                 runs = []
                 for _ in range(args.repeat):
                     seconds, figures = bench.phase(path_kind, rows, phase)
@@ -804,6 +820,8 @@ def main(argv: list[str]) -> None:
                 record = summarise(rows, path_kind, phase, runs)
                 medians[phase] = record["median_s"]
                 measurements.append(record)
+            if "policy" not in medians:
+                continue  # a backfill from the store is one run: read, decide and write per block
             for step, seconds in (
                 ("decide = policy - read", medians["policy"] - medians["read"]),
                 ("write = end-to-end - policy", medians["end-to-end"] - medians["policy"]),

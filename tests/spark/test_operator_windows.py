@@ -1,8 +1,10 @@
-"""Spark's operator windows sum instance rows exactly as the rule written out in Python here does.
+"""Spark's operator windows, and Arrow's, sum instance rows exactly as the rule written out in Python here does.
 
 The aggregation is written for speed (no DISTINCT, no set: two plain group-bys, or, given a bound
 of the parallelism, one with each instance a bit of a mask); this pins the meaning of both on random
-rows that include every kind of bad input the policies must see.
+rows that include every kind of bad input the policies must see. The Arrow version
+(:mod:`autoscaler.policy.windows`, a backfill block's windows where it is stored) is pinned to the
+same meaning on the same rows.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import math
 import random
 from collections import defaultdict
 
+import pyarrow as pa
 import pytest
 
+from autoscaler.policy import windows as arrow_windows
 from autoscaler.policy.spark.decisions import operator_windows
 
 pytestmark = pytest.mark.spark
@@ -78,7 +82,25 @@ def test_operator_windows_match_their_meaning_on_bad_and_good_rows(spark, seed, 
     expected = _expected(rows)
     bound = max(r["parallelism"] for r in rows) if bounded else None
     windows = operator_windows(spark.createDataFrame(rows), bound)
-    got = {(r["job"], r["epoch"], r["operator_id"]): r.asDict() for r in windows.collect()}
+    _assert_meaning({(r["job"], r["epoch"], r["operator_id"]): r.asDict() for r in windows.collect()}, expected)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_arrow_operator_windows_match_the_same_meaning(seed):
+    rows = _rows(seed)
+    windows = arrow_windows.operator_windows(pa.Table.from_pylist(rows))
+    _assert_meaning({(r["job"], r["epoch"], r["operator_id"]): r for r in windows.to_pylist()}, _expected(rows))
+
+
+def test_arrow_operator_windows_join_more_than_two_rate_bases():
+    rows = [r | {"job": "a", "epoch": 1, "operator_id": "src", "instance": k + 1, "parallelism": 3, "source_rate_basis": b}
+            for k, (r, b) in enumerate(zip(_rows(1)[:3], ["zz", "aa", "mm"], strict=True))]  # fmt: skip
+    (window,) = arrow_windows.operator_windows(pa.Table.from_pylist(rows)).to_pylist()
+    assert window["rate_basis"] == "aa/mm/zz"
+    assert window["instances_observed"] == 3 and window["duplicated_instances"] == 0
+
+
+def _assert_meaning(got: dict[tuple, dict], expected: dict[tuple, dict]) -> None:
     assert got.keys() == expected.keys()
     assert any(e["duplicated_instances"] for e in expected.values())  # the rows do hold bad input
     assert any("/" in e["rate_basis"] and "other" in e["rate_basis"] for e in expected.values())

@@ -61,11 +61,12 @@ def _across(k: int) -> dict:
 ACROSS = {1015 + k: _across(k) for k in range(16)}
 
 
-@pytest.mark.parametrize("kind", ["utilization", "ds2_plus"])
+@pytest.mark.parametrize("kind", ["ds2", "utilization", "ds2_plus"])
 @pytest.mark.parametrize("span", ["short", "long"])
 def test_a_range_across_epoch_blocks_is_decided_as_in_one_pass(spark, tmp_path, kind, span):
-    # "short" comes back to the client (one action); "long" reaches past COLLECT_EPOCHS and is written
-    # from Spark. Either way each block is decided apart, with the history its first epochs need.
+    # "short" comes back to the client (one action); "long" reaches past COLLECT_EPOCHS and is decided
+    # block by block where the blocks are stored. Either way each block is decided apart, with the
+    # history its first epochs need.
     from autoscaler.policy.spark.run import COLLECT_EPOCHS
 
     root = tmp_path / "store"

@@ -34,6 +34,7 @@ from autoscaler.store.commit import clean_leftovers, recover, set_aside, staging
 from autoscaler.store.schemas import Table
 
 EPOCH_BLOCK_SIZE = 1024
+FREE_TEXT = ("reason",)  # columns whose values nearly all differ (written without a dictionary)
 _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # used with fullmatch
 
 
@@ -109,21 +110,43 @@ def write_epochs(root: str | Path, table: Table, job: str, data: pa.Table) -> li
             final = block_dir(root, table, job, block)
             recover(final)
             clean_leftovers(final)
-            merged = [new_rows]
-            if final.exists():
-                try:
-                    old = _read_block_dir(table, final)
-                except TornBlock as torn:
-                    set_aside(final, str(torn))
-                else:
-                    keep = pc.invert(pc.is_in(old.column("epoch"), pa.array(block_epochs, pa.int64())))
-                    merged.insert(0, old.filter(keep))
+            block_rows, torn = next_version(table, final, new_rows)
+            if torn is not None:
+                set_aside(final, torn)
             staged = staging_for(final)
             staged.mkdir(parents=True)
-            block_rows = pa.concat_tables(merged).sort_by([("epoch", "ascending")])
-            pq.write_table(block_rows, staged / "part-0.parquet")
+            write_block_file(block_rows, staged / "part-0.parquet")
             swap_in(staged, final)
     return epochs
+
+
+def next_version(table: Table, final: Path, new_rows: pa.Table) -> tuple[pa.Table, str | None]:
+    """The rows of block ``final``'s next version, by epoch: its committed rows of the epochs ``new_rows``
+    lacks, then ``new_rows`` (in the table's file schema); and why the committed version could not be
+    read (None: it could, or there is none), in which case the caller sets it aside.
+
+    The caller holds the store lock, and has repaired an interrupted commit (:func:`recover`).
+    """
+    merged, torn = [new_rows], None
+    if final.exists():
+        try:
+            old = _read_block_dir(table, final)
+        except TornBlock as exc:
+            torn = str(exc)
+        else:
+            keep = pc.invert(pc.is_in(old.column("epoch"), pc.unique(new_rows.column("epoch"))))
+            merged.insert(0, old.filter(keep))
+    rows = pa.concat_tables(merged) if len(merged) > 1 else new_rows
+    epochs = rows.column("epoch").to_numpy()
+    if len(epochs) > 1 and bool((epochs[1:] < epochs[:-1]).any()):
+        rows = rows.sort_by([("epoch", "ascending")])  # stable: rows of one epoch keep their order
+    return rows, torn
+
+
+def write_block_file(rows: pa.Table, path: Path) -> None:
+    """Write one block's file. Free text (a decision's reason) is not dictionary-encoded: nearly every
+    value differs, so a dictionary only costs time (1.2 of 7.9 ms for a block of 10,240 decisions)."""
+    pq.write_table(rows, path, use_dictionary=[f.name for f in rows.schema if f.name not in FREE_TEXT])
 
 
 class TornBlock(InputError):
@@ -193,6 +216,20 @@ def _read_committed(root: str | Path, table: Table, job: str, block: Path, colum
                 if block.is_dir():
                     set_aside(block, str(torn))
         return empty
+
+
+def read_block(root: str | Path, table: Table, job: str, block: int) -> pa.Table:
+    """The committed rows of one block of one job, in the table's file schema (no partition columns)."""
+    return _read_committed(root, table, job, block_dir(root, table, job, block))
+
+
+def stored_blocks(root: str | Path, table: Table, job: str) -> list[int]:
+    """The blocks of one job in a table, committed or left by an interrupted commit, ascending."""
+    job_dir = table_dir(root, table) / f"job={validate_job_name(job)}"
+    names = {d.name for d in job_dir.glob("epoch_block=*")} | {
+        t.name.split("-")[1] for t in job_dir.glob(".trash-epoch_block=*-*")
+    }
+    return sorted(int(n.split("=", 1)[1]) for n in names if n.split("=", 1)[1].isdigit())
 
 
 def read_epochs(

@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from autoscaler.config.options import PolicyOptions
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, epoch_span, write_epochs
@@ -80,36 +79,24 @@ def decide_stored_epochs(
     Nothing is committed when the inputs fail their checks (unknown operators, no rows).
     """
     from autoscaler.policy.base import history_epochs
-    from autoscaler.policy.spark import decisions, inputs
-    from autoscaler.store import spark as spark_store
+    from autoscaler.policy.spark import blocks, decisions, inputs
 
     topology = topology or read_topology_csv(run.topology_path)
     options = run_options(run, topology)
+    info = decisions.RunInfo(run.run_id, run.run_type, datetime.now(UTC).replace(microsecond=0))
+    if not _fits_the_driver(run):
+        # A long range (a backfill, a what-if) is decided where its blocks are stored, one Spark task
+        # per block, and committed after the checks (blocks.py). Collected, 25,000 epochs' decisions
+        # ran the Connect server's 1-GB driver out of heap (benchmarks/results/cluster.md).
+        by_block = blocks.BlockRun(run.store, run.decisions_root, run.job, topology, options, info, dict(source_rates or {}),
+                                   run.from_epoch, run.to_epoch, staging="")  # fmt: skip
+        return blocks.decide_stored_blocks(spark, by_block, before_commit)
     # A kind that looks back (rules, utilization) reads the epochs before the range as its history.
     depth = history_epochs(options)
     first = run.from_epoch - depth if run.from_epoch is not None else None
     metrics = inputs.metrics_store(spark, run.store, run.job, first, run.to_epoch)
-    long_range = not _fits_the_driver(run)
-    # A long range's largest parallelism (one more scan, of one column) lets its operator windows take
-    # one aggregation instead of two; a short one is not worth the extra Spark action.
-    bound = decisions.largest_parallelism(metrics) if long_range else None
     metrics, counts = inputs.guard_operators(metrics, topology)
-    info = decisions.RunInfo(run.run_id, run.run_type, datetime.now(UTC).replace(microsecond=0))
-    rows = decisions.policy_decisions(metrics, topology, options, info, source_rates, run.from_epoch, bound)
-
-    if long_range:
-        # A long range (a backfill, a what-if) is written from Spark, and committed after the checks:
-        # collected, 25,000 epochs' decisions (250,000 rows with their reasons and options) ran the
-        # Connect server's 1-GB driver out of heap (benchmarks/results/cluster.md).
-        decided = inputs.ObservedCounts(rows, "decided", F.count_if(F.col("op_index") == 0).alias("epochs"))
-
-        def check_then_commit() -> None:
-            inputs.raise_for_unknown_operators(counts, run.store, run.job, topology)
-            if before_commit is not None:
-                before_commit()
-
-        spark_store.write_epochs(decided.df.drop("op_index"), run.decisions_root, DECISIONS, run.job, check_then_commit)
-        return int(decided.get()["epochs"] or 0)
+    rows = decisions.policy_decisions(metrics, topology, options, info, source_rates, run.from_epoch)
     # One Spark action: the decisions (a few rows per epoch) come back to this process, which commits
     # them with the store's own writer. Writing them from Spark took four actions per run (staging,
     # the carried-over rows, their schema pass, the swap), 3-6 CPU-s of the server for one epoch.
