@@ -74,15 +74,16 @@ def _bounded(
     op: str, proposal: np.ndarray, cols: Mapping[str, np.ndarray], options: PolicyOptions
 ) -> tuple[np.ndarray, list[str]]:
     """:func:`autoscaler.policy.base.bounded` per epoch, called once per distinct (proposal, parallelism, key groups)."""
-    keys = np.stack([proposal, cols["parallelism"], cols["max_parallelism"]], axis=1)
-    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    # Distinct keys by a dict, in order of first sight: a third of np.unique(axis=0)'s time at 1,024 epochs.
+    distinct: dict[tuple[int, int, int], int] = {}
+    keys = zip(proposal.tolist(), cols["parallelism"].tolist(), cols["max_parallelism"].tolist(), strict=True)
+    inverse = [distinct.setdefault(key, len(distinct)) for key in keys]
     results = [
         bounded(op, int(p), OperatorWindow(int(cur), int(cur), 0.0, 0.0, 0.0, max_parallelism=int(kg) or None), options)
         for p, cur, kg in distinct
     ]
-    inverse = inverse.reshape(-1)
-    targets = np.array([t for t, _ in results], dtype=np.int64)[inverse]
-    return targets, [results[k][1] for k in inverse.tolist()]
+    targets = np.array([t for t, _ in results], dtype=np.int64)[np.asarray(inverse, dtype=np.int64)]
+    return targets, [results[k][1] for k in inverse]
 
 
 def evaluate_columns(
@@ -145,17 +146,18 @@ def evaluate_columns(
         reasons = []
         rows = zip(target_input.tolist(), capacity.tolist(), optimal.tolist(), raw.tolist(), proposal.tolist(),
                    apply.tolist(), ratio_list, limits, w["parallelism"].tolist(), target.tolist(), strict=True)  # fmt: skip
+        # One f-string per reason, the options' words formatted once: a block of 1,024 epochs writes 10,240.
+        rounded = f"; x(1+{options.factor:g}) rounded up = "
         for t_in, cap, opt, raw_k, prop, thresholded, r, limit, current, final in rows:
             if math.isnan(opt):
-                why = "no input and no processing observed: optimal 0"
+                why = f"no input and no processing observed: optimal 0{rounded}{raw_k}"
             elif math.isinf(opt):
-                why = f"input {t_in:.1f} r/s but no processing observed: capacity unknown, estimate saturates"
+                why = f"input {t_in:.1f} r/s but no processing observed: capacity unknown, estimate saturates{rounded}{raw_k}"
             else:
-                why = f"input {t_in:.1f} r/s / capacity {cap:.1f} r/s per instance = {opt:.4f}"
-            why += f"; x(1+{options.factor:g}) rounded up = {raw_k}"
+                why = f"input {t_in:.1f} r/s / capacity {cap:.1f} r/s per instance = {opt:.4f}{rounded}{raw_k}"
             if thresholded:
                 why += f"; no scale-up and source ratio {r:.4f} > threshold {options.threshold:g}: x{r:.4f} = {prop}"
-            reasons.append(why + limit + verdict(current, final))
+            reasons.append(f"{why}{limit}{verdict(current, final)}")
         out.by_op[op] = {**common, "is_source": False, "true_output_rate": w["true_output_rate"],
                          "capacity_per_instance": capacity, "target_input_rate": target_input,
                          "target_output_rate": output[op], "optimal_parallelism": optimal,
