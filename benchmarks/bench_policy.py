@@ -44,6 +44,8 @@ from harness import machine, write_results  # noqa: E402
 
 from autoscaler.collect.ds2_files import RATE_COLUMNS  # noqa: E402
 from autoscaler.config.options import PolicyOptions  # noqa: E402
+from autoscaler.policy.spark.blocks import BlockRun  # noqa: E402
+from autoscaler.policy.spark.rates_log import decide_rates_log  # noqa: E402
 from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs  # noqa: E402
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, block_dir, read_epochs  # noqa: E402
 from autoscaler.store.schemas import DECISIONS, METRICS  # noqa: E402
@@ -58,10 +60,10 @@ INTERVAL_S = 10  # window length of an epoch
 T0_NS = 115_000_000_000_000  # a monotonic clock, like the DS2 reference logs
 CHUNK_BLOCKS = 24  # epoch blocks generated at once: 24 x 1024 epochs x 40 rows ~ 10^6 rows
 WARMUP_ROWS = 4_000  # 100 epochs
-# What is measured per input. A backfill from the store reads, decides and writes each block in one
-# task (policy.spark.blocks), so its only phases are Spark's read (for reference) and the whole run;
-# a rates log goes through Spark's reader, aggregation and shuffle, whose policy phase is measured too.
-PHASES = {"store": ("read", "end-to-end"), "rates-log": ("read", "policy", "end-to-end")}
+# What is measured per input: Spark's read of it (for reference: the general path's first step), and
+# the whole run as production decides it, which reads, decides and writes each block in one task
+# (policy.spark.blocks; a rates log is first parsed by byte range into blocks, policy.spark.rates_log).
+PHASES = {"store": ("read", "end-to-end"), "rates-log": ("read", "end-to-end")}
 SAMPLE_S = 0.05
 PEAKS = ("peak_jvm_mb", "peak_python_mb", "peak_other_mb", "peak_total_mb")
 
@@ -456,6 +458,15 @@ class Bench:
                        str(folder / "topology.csv"), self.options, decisions_store=str(out_root))  # fmt: skip
         decide_stored_epochs(self.spark, run, self.topo)
 
+    def _rates_log(self, rows: int, out_root: Path) -> None:
+        """A rates log decided as ds2_policy decides one in timestamp order (policy.spark.rates_log): its byte
+        ranges parsed in parallel into a scratch store, then block by block."""
+        folder = dataset_dir(rows)
+        run = BlockRun("", str(out_root), JOB, self.topo, self.options.resolved(self.topo), self._run_info(), {},
+                       None, None, staging="")  # fmt: skip
+        if decide_rates_log(self.spark, run, str(folder / "rates.log")) is None:
+            raise SystemExit(f"bench: {folder / 'rates.log'} did not take the block path")
+
     def _spark_sql(self, path_kind: str, rows: int, phase: str, out_root: Path | None) -> None:
         """A phase through Spark's reader, aggregation and shuffle: as ds2_policy decides a rates log."""
         metrics, check = self._input(path_kind, rows)
@@ -483,6 +494,8 @@ class Bench:
             started = time.perf_counter()
             if path_kind == "store" and phase == "end-to-end":
                 self._backfill(rows, out_root)
+            elif phase == "end-to-end":
+                self._rates_log(rows, out_root)
             else:
                 self._spark_sql(path_kind, rows, phase, out_root)
             seconds = time.perf_counter() - started
@@ -664,9 +677,11 @@ def write_reports(report: dict, results: Path = RESULTS) -> None:
         f"x {c['instances_per_operator']} instances; one warm SparkSession for all sizes; repeat={report['repeat']} "
         "(best and median of the repeats; rows/s from the best)",
         "- phases: `read` = input DataFrame to the noop sink; `policy` = decisions (read + DS2) to the noop sink; "
-        "`end-to-end`: from the store, a backfill as production runs it (`policy.spark.run.decide_stored_epochs`: "
-        "each block read, decided and staged in one task, `policy.spark.blocks`, then committed); from a rates log, "
-        "read + DS2 + `store.spark.write_epochs` into a fresh store. Both check the inputs before the commit. "
+        "`end-to-end`: the run as production makes it, into a fresh store: from the store, "
+        "`policy.spark.run.decide_stored_epochs` (each block read, decided and staged in one task, "
+        "`policy.spark.blocks`, then committed); from a rates log, `policy.spark.rates_log.decide_rates_log` "
+        "(its byte ranges parsed and numbered in parallel into blocks, then the same). Both check the inputs "
+        "before the commit. "
         "`decide` and `write` rows are differences of medians (derived, not measured).",
         f"- memory: RSS sampled every {int(c['sample_interval_s'] * 1000)} ms; peak JVM / Python / JVM + Python over the "
         "measurement (the JVM heap is garbage-collected before each one; a JVM keeps committed heap, so peaks "

@@ -136,33 +136,47 @@ def run(argv: list[str]) -> int:
         decide_stored_epochs(spark, run, topology, source_rates=source_rates)
         _print_decisions(args, spark, run.decisions_root, run_id, topology)
         return 0
-    checks = []
-    bound = None
-    if args.rates:
-        metrics, counts = inputs.rates_log(spark, args.rates, topology, args.job)
-        checks.append(lambda: inputs.raise_for_bad_lines(counts, args.rates, topology))
-        bound = decisions.topology_parallelism(topology)
-    else:
-        metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
-        if skipped:
-            print(f"ds2_policy: skipped incomplete epochs {skipped} in {args.rates_dir}", file=sys.stderr)
     run_info = decisions.RunInfo(run_id, run_type, datetime.now(UTC).replace(microsecond=0))
-    rows = decisions.policy_decisions(metrics, topology, options, run_info, source_rates, max_parallelism=bound)
-
-    def check_all() -> None:
-        for check in checks:
-            check()
-
     # Decisions are committed only after the input checks pass; without --store they go to a
     # temporary store so that --json prints exactly what was checked, once.
     root = args.decisions_store or args.store or tempfile.mkdtemp(prefix="ds2-policy-")
     try:
+        if args.rates and _rates_log_by_blocks(spark, args, topology, options, run_info, source_rates, root):
+            _print_decisions(args, spark, root, run_id, topology)
+            return 0
+        checks = []
+        bound = None
+        if args.rates:
+            metrics, counts = inputs.rates_log(spark, args.rates, topology, args.job)
+            checks.append(lambda: inputs.raise_for_bad_lines(counts, args.rates, topology))
+            bound = decisions.topology_parallelism(topology)
+        else:
+            metrics, skipped = inputs.rate_files(spark, args.rates_dir, topology, args.job)
+            if skipped:
+                print(f"ds2_policy: skipped incomplete epochs {skipped} in {args.rates_dir}", file=sys.stderr)
+        rows = decisions.policy_decisions(metrics, topology, options, run_info, source_rates, max_parallelism=bound)
+
+        def check_all() -> None:
+            for check in checks:
+                check()
+
         store.write_epochs(rows.drop("op_index"), root, DECISIONS, args.job, before_commit=check_all)
         _print_decisions(args, spark, root, run_id, topology)
     finally:
         if not (args.store or args.decisions_store):
             shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def _rates_log_by_blocks(spark: object, args: argparse.Namespace, topology: object, options: object, run_info: object,
+                         source_rates: dict[str, float] | None, root: str) -> bool:  # fmt: skip
+    """A rates log in timestamp order per instance, decided block by block (policy.spark.rates_log); False
+    when it needs Spark's general path (out of order, or a line to name as bad)."""
+    from autoscaler.policy.spark.blocks import BlockRun
+    from autoscaler.policy.spark.rates_log import decide_rates_log
+
+    run = BlockRun("", root, args.job, topology, options, run_info, dict(source_rates or {}), None, None, staging="")
+    return decide_rates_log(spark, run, args.rates) is not None
 
 
 def _print_decisions(args: argparse.Namespace, spark: object, root: str, run_id: str, topology: object) -> None:
