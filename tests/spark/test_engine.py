@@ -83,6 +83,32 @@ def test_connect_engine_decides_like_spark_submit(spark_engine, tmp_path):
     assert spark_engine.script("status").stdout.startswith(f"spark: running (local), {spark_engine.url}")
 
 
+def _server_python_processes(spark_engine) -> int:
+    """The Python processes under the Connect server (its workers' daemons and idle workers)."""
+    import psutil
+
+    pid = int((spark_engine.data_dir / "pids" / "connect.pid").read_text().split()[0])
+    return sum(1 for p in psutil.Process(pid).children(recursive=True) if p.name().startswith("python"))
+
+
+def test_policy_runs_share_one_session_so_the_server_does_not_grow_with_each(spark_engine, tmp_path):
+    # Spark 4.2 keeps a Python worker factory per Connect session until the server stops (SPARK-54055):
+    # a session per run left 3 more Python processes on the server after every run.
+    topology = read_topology_csv(TOPOLOGY_CSV)
+    metrics = records_to_metrics(read_rates_log(RATES_LOG, topology), topology, "wc", "ds2-rates-log")
+    store.write_epochs(tmp_path / "store", METRICS, "wc", metrics)
+    epochs = metrics.column("epoch").to_pylist()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    counts = []
+    for k in range(3):
+        args = [spark_engine.url, str(tmp_path / "store"), str(min(epochs)), str(max(epochs)), str(TOPOLOGY_CSV),
+                str(tmp_path / f"out{k}")]  # fmt: skip
+        res = subprocess.run([sys.executable, "-c", CONNECT_RUN, *args], env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]
+        counts.append(_server_python_processes(spark_engine))
+    assert counts[0] > 0 and counts[-1] == counts[0], counts
+
+
 def test_engine_down_is_one_line_naming_connection_and_address():
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

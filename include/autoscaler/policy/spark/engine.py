@@ -36,6 +36,10 @@ EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "ds2-wordcount"
 _URL = re.compile(r"sc://(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})(?:/(?:;[^\s]*)?)?")
 
 
+# The server-side session of every policy client (a version-4 UUID, as Spark Connect requires).
+SHARED_SESSION = "6f1c2b7e-3d4a-4e5f-9a8b-0c1d2e3f4a5b"
+
+
 class EngineUnavailable(RuntimeError):
     """The Spark Connect server does not answer."""
 
@@ -67,12 +71,26 @@ def check_reachable(url: str, timeout_s: float = 3.0, what: str = "") -> None:
         ) from None
 
 
+def with_session(url: str, session_id: str = SHARED_SESSION) -> str:
+    """``url`` naming the server-side session ``session_id`` (the URL's own parameters kept)."""
+    if "session_id=" in url:
+        return url
+    return f"{url};session_id={session_id}" if "/;" in url else f"{url.rstrip('/')}/;session_id={session_id}"
+
+
 def connect(url: str, what: str = "") -> SparkSession:
-    """A client session on the server at ``url``, with the policy's session settings."""
+    """A client on the server at ``url``, in the session every policy client shares, with the policy's settings.
+
+    The session is shared and left open when the client stops: Spark 4.2 keeps a Python worker
+    factory per Connect session -- its daemon and idle workers, 3 processes and about 200 MB on this
+    machine -- until the server stops, even after the session is released (SPARK-54055). A session
+    per policy run grew the server by that much every run (``benchmarks/results/backfill-engine.md``).
+    """
     check_reachable(url, what=what)
     # Note: this switches pyspark.sql.functions to Connect for the whole process (pyspark decides
     # per process), so a process holds either a Connect session or a classic one, never both.
-    spark = SparkSession.builder.remote(url).getOrCreate()
+    spark = SparkSession.builder.remote(with_session(url)).getOrCreate()
+    spark.release_session_on_close = False  # stop() closes this client only: the session is the others' too
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
     return spark
