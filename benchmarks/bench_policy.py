@@ -463,7 +463,7 @@ class Bench:
         ranges parsed in parallel into a scratch store, then block by block."""
         folder = dataset_dir(rows)
         run = BlockRun("", str(out_root), JOB, self.topo, self.options.resolved(self.topo), self._run_info(), {},
-                       None, None, staging="")  # fmt: skip
+                       None, None)  # fmt: skip
         if decide_rates_log(self.spark, run, str(folder / "rates.log")) is None:
             raise SystemExit(f"bench: {folder / 'rates.log'} did not take the block path")
 

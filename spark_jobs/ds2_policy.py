@@ -175,7 +175,7 @@ def _rates_log_by_blocks(spark: object, args: argparse.Namespace, topology: obje
     from autoscaler.policy.spark.blocks import BlockRun
     from autoscaler.policy.spark.rates_log import decide_rates_log
 
-    run = BlockRun("", root, args.job, topology, options, run_info, dict(source_rates or {}), None, None, staging="")
+    run = BlockRun("", root, args.job, topology, options, run_info, dict(source_rates or {}), None, None)
     return decide_rates_log(spark, run, args.rates) is not None
 
 

@@ -52,7 +52,7 @@ def _log(path, epochs: int = EPOCHS, swap: tuple[int, int] | None = None, bad_ep
 
 def _run(root: str, run_id: str) -> blocks.BlockRun:
     info = decisions.RunInfo(run_id, "offline", datetime(2026, 1, 1, tzinfo=UTC))
-    return blocks.BlockRun("", root, "wc", TOPO, PolicyOptions().resolved(TOPO), info, {}, None, None, staging="")
+    return blocks.BlockRun("", root, "wc", TOPO, PolicyOptions().resolved(TOPO), info, {}, None, None)
 
 
 def _decisions(root) -> list[dict]:

@@ -9,6 +9,7 @@ the pure-Python reader finds the first one so the error names the file and line
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
@@ -155,16 +156,26 @@ def guard_operators(metrics: DataFrame, topology: Topology) -> tuple[DataFrame, 
 
 
 def raise_for_unknown_operators(counts: ObservedCounts, root: str, job: str, topology: Topology) -> None:
-    metrics = counts.get()
+    error = unknown_operators_error(counts.get(), root, job, topology)
+    if error is not None:
+        raise error
+
+
+def unknown_operators_error(counts: Mapping[str, object], root: str, job: str, topology: Topology) -> InputError | None:
+    """The error for metrics with no rows, or with rows of operators the topology does not know (None: neither).
+
+    ``counts``: ``rows``, ``unknown_rows``, and the first unknown row's ``unknown_operator`` and ``unknown_epoch``.
+    """
     where = f"{table_dir(root, METRICS)}/job={job}"
-    if metrics.get("rows", 0) == 0:
-        raise InputError(where, "no metrics rows in the requested epochs")
-    if metrics.get("unknown_rows", 0):
-        raise InputError(
+    if not counts.get("rows"):
+        return InputError(where, "no metrics rows in the requested epochs")
+    if counts.get("unknown_rows"):
+        return InputError(
             where,
-            f"{metrics['unknown_rows']} rows name operators not in the topology, first {metrics['unknown_operator']!r} "
-            f"in epoch {metrics['unknown_epoch']} (known: {', '.join(topology.order)})",
+            f"{counts['unknown_rows']} rows name operators not in the topology, first {counts['unknown_operator']!r} "
+            f"in epoch {counts['unknown_epoch']} (known: {', '.join(topology.order)})",
         )
+    return None
 
 
 def stored_decisions(spark: SparkSession, root: str, job: str, run_id: str, topology: Topology) -> DataFrame:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import io
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from autoscaler.collect.ds2_files import RATE_COLUMNS
-from autoscaler.policy.spark.blocks import PARTITIONS, BlockRun, decide_stored_blocks
+from autoscaler.policy.spark.blocks import BlockRun, decide_stored_blocks, per_task
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, block_dir, conform
 from autoscaler.store.schemas import METRICS
 from autoscaler.topology import Topology
@@ -213,16 +213,6 @@ def _write_metrics(log: LogRanges, k: int, before: dict[tuple[str, int], int], r
     return pa.table({"range": pa.array([k], pa.int32()), "rows": pa.array([rows.num_rows], pa.int64())})
 
 
-def _per_range(spark: SparkSession, count: int, work: Callable[[int], pa.Table], ddl: str) -> pa.Table:
-    def per_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for k in batch.column("id").to_pylist():
-                yield from work(k).combine_chunks().to_batches()
-
-    # A few tasks, each taking its ranges in turn: Spark's own cost is about 50 ms a task (blocks.PARTITIONS).
-    return spark.range(0, count, 1, min(count, PARTITIONS)).mapInArrow(per_partition, ddl).toArrow()
-
-
 def decide_rates_log(
     spark: SparkSession,
     run: BlockRun,
@@ -236,7 +226,7 @@ def decide_rates_log(
     size = Path(path).stat().st_size
     ranges = [(start, min(start + RANGE_BYTES, size)) for start in range(0, size, RANGE_BYTES)]
     log = LogRanges(str(Path(path).resolve()), run.topology, run.job, ranges)
-    counts = _per_range(spark, len(ranges), lambda k: _counts(log, k), COUNTS_DDL)
+    counts = per_task(spark, len(ranges), lambda k: _counts(log, k), COUNTS_DDL)
     if counts.num_rows == 0 or counts.column("refused").null_count < counts.num_rows:
         return None
     try:
@@ -246,7 +236,7 @@ def decide_rates_log(
     Path(run.decisions_root).mkdir(parents=True, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=".rates-log-", dir=run.decisions_root)
     try:
-        _per_range(spark, len(ranges), lambda k: _write_metrics(log, k, offsets[k], scratch), WRITTEN_DDL)
-        return decide_stored_blocks(spark, BlockRun(**{**run.__dict__, "metrics_root": scratch}), before_commit)
+        per_task(spark, len(ranges), lambda k: _write_metrics(log, k, offsets[k], scratch), WRITTEN_DDL)
+        return decide_stored_blocks(spark, replace(run, metrics_root=scratch), before_commit)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -89,7 +89,7 @@ def decide_stored_epochs(
         # per block, and committed after the checks (blocks.py). Collected, 25,000 epochs' decisions
         # ran the Connect server's 1-GB driver out of heap (benchmarks/results/cluster.md).
         by_block = blocks.BlockRun(run.store, run.decisions_root, run.job, topology, options, info, dict(source_rates or {}),
-                                   run.from_epoch, run.to_epoch, staging="")  # fmt: skip
+                                   run.from_epoch, run.to_epoch)  # fmt: skip
         return blocks.decide_stored_blocks(spark, by_block, before_commit)
     # A kind that looks back (rules, utilization) reads the epochs before the range as its history.
     depth = history_epochs(options)
