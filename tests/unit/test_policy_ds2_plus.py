@@ -45,17 +45,24 @@ def steady(count_p: int, rate: float, epochs: range, **kw) -> list[EpochWindows]
     return [EpochWindows(e, chain(count_p, rate, **kw)) for e in epochs]
 
 
+def seen(windows: dict[str, OperatorWindow]) -> dict:
+    """Arguments that decide ``windows`` as epoch 3 of a load flat for three epochs before it: its sway is
+    known (none), so a new size leaves no cold-start room (``test_a_new_jobs_first_size_leaves_room``)."""
+    src = windows["src"]
+    return {"history": steady(windows["count"].parallelism, src.true_output_rate, range(3)), "epoch": 3}
+
+
 def test_a_linear_step_is_sized_as_ds2_sizes_it_plus_the_restart_input():
     # 20,000 r/s on 5,700 per instance: DS2 says 3.5 -> 4; the restart's 10 s of input over a 60 s catch-up
     # adds 3,333 r/s: 23,333 / 5,700 = 4.09 -> 5 (the backlog a restart leaves is worked off too).
-    assert count(chain(1, 20_000), restart_time=0.0) == 4
-    assert count(chain(1, 20_000)) == 5
+    assert count(chain(1, 20_000), **seen(chain(1, 20_000)), restart_time=0.0) == 4
+    assert count(chain(1, 20_000), **seen(chain(1, 20_000))) == 5
     assert policy_for("ds2")(TOPO, chain(1, 20_000), PolicyOptions())[1].target_parallelism == 4
 
 
 def test_a_backlog_is_worked_off_within_the_catch_up():
     # 600,000 records owed over 60 s: 10,000 r/s more than the 20,000 arriving.
-    assert count(chain(1, 20_000, pending=600_000), restart_time=0.0) == 6
+    assert count(chain(1, 20_000, pending=600_000), **seen(chain(1, 20_000)), restart_time=0.0) == 6
     assert "backlog 600,000 records / 60 s catch-up = 10,000 r/s" in decide(chain(1, 20_000, pending=600_000))["src"][1]
 
 
@@ -71,7 +78,7 @@ def test_a_drain_on_track_is_not_rescaled_again():
     decided = decide(chain(6, 20_000, pending=1_000_000))
     assert decided["count"][0] == 6 and "kept while it drains it within 90 s" in decided["src"][1]
     # Beyond 90 s (1,500,000 owed: 106 s), it is sized to drain within the catch-up again.
-    assert count(chain(6, 20_000, pending=1_500_000)) == 9
+    assert count(chain(6, 20_000, pending=1_500_000), **seen(chain(6, 20_000))) == 9
 
 
 def test_no_scale_down_while_a_backlog_drains():
@@ -120,8 +127,9 @@ def test_a_settled_load_scales_down_after_a_minute_a_moving_one_after_its_interv
     target, why = decide_at(low, steady(8, 10_000, range(18, 20)), epoch=20)["count"]
     assert target == 8 and "needs 11 (the load moves, or fell from its high)" in why
     # Moving: 10,000 and 12,500 in turn (25 % an epoch) wait the 5 min of scale_down_interval.
-    swaying = [EpochWindows(e, chain(8, 12_500 if e % 2 else 10_000)) for e in range(10, 20)]
-    target, why = decide_at(low, swaying[5:], epoch=20)["count"]
+    # (From epoch 0: the window's first epochs have seen the sway too, none sizes with the cold-start room.)
+    swaying = [EpochWindows(e, chain(8, 12_500 if e % 2 else 10_000)) for e in range(20)]
+    target, why = decide_at(low, swaying[15:], epoch=20)["count"]
     assert target == 8 and "proposed for 6 epochs at 8, needs 11 (the load moves, or fell from its high)" in why
     # After 5 min: down to the largest of the window (12,500 + a 2,500 sway + a restart's 2,083: 3 take 17,100).
     assert decide_at(low, swaying, epoch=20)["count"][0] == 3
@@ -238,7 +246,7 @@ def test_a_new_size_leaves_room_for_the_sway_but_the_sway_alone_rescales_nothing
     assert count(chain(3, 17_000), history, epoch=7, restart_time=0.0) == 3
     # 2 do not: the new size is made for 17,000 + 4,000 = 21,000 -> 4 (3.68), not DS2's 3 (2.98).
     target, _ = decide(chain(2, 17_000), history, epoch=7, restart_time=0.0)["count"]
-    assert target == 4 and count(chain(2, 17_000), restart_time=0.0) == 3
+    assert target == 4 and count(chain(2, 17_000), **seen(chain(2, 17_000)), restart_time=0.0) == 3
     assert "moving 4,000 r/s an epoch" in decide(chain(2, 17_000), history, epoch=7, restart_time=0.0)["src"][1]
     # A flat history leaves no room: DS2's size.
     flat = [EpochWindows(e, chain(5, 17_000)) for e in range(7)]
@@ -253,3 +261,20 @@ def test_a_step_after_a_rise_within_the_noise_is_not_read_as_a_ramp():
     # Two real rises in a row are a trend.
     rising = [EpochWindows(0, chain(6, 18_000)), EpochWindows(1, chain(6, 24_000))]
     assert "heading to" in decide(chain(6, 30_000), rising, epoch=2, restart_time=0.0)["src"][1]
+
+
+def test_a_new_jobs_first_size_leaves_room_until_its_sway_is_known():
+    # 20,000 r/s and no history: DS2's size with the restart's input is 5 (23,333 r/s, test above). Whether
+    # the load is a step or the first window of a sine is unknown, so a new size takes 25 % more: 29,167 -> 6.
+    decided = decide(chain(1, 20_000))
+    assert decided["count"][0] == 6
+    assert "0 epoch-to-epoch changes seen (too few to read its sway: a new size leaves 25% room)" in decided["src"][1]
+    # The same with two changes seen; from three on, the flat history reads as no sway: DS2's size.
+    assert count(chain(1, 20_000), steady(1, 20_000, range(1, 3)), epoch=3) == 6
+    assert count(chain(1, 20_000), steady(1, 20_000, range(0, 3)), epoch=3) == 5
+    # The room is for a new size only: a size that takes the load without a restart is kept (4 take 22,800).
+    assert count(chain(4, 20_000)) == 4
+    # A trend sizes ahead instead: rising 12,000 -> 15,000 -> 18,000 is forecast, not given the room too.
+    rising = [EpochWindows(0, chain(1, 12_000)), EpochWindows(1, chain(1, 15_000))]
+    why = decide(chain(1, 18_000), rising, epoch=2)["src"][1]
+    assert "heading to" in why and "room" not in why

@@ -12,7 +12,10 @@ sized from its true processing rate in one step -- and sizes for more than one w
   the input that arrives during the restart (``restart_time``: the policy run fills it with the
   median of the job's measured downtimes) and room for the load's usual sway
   (:func:`~autoscaler.policy.signals.typical_change`: none for steps and spikes, one epoch's move
-  for a sine or a random walk), unless the trend already asks for more;
+  for a sine or a random walk), unless the trend already asks for more; while the history holds too
+  few changes to read that sway (a new job's first three epochs), a new size takes ``COLD_ROOM``
+  (25 %) more than that demand instead: the first window of a sine or of a random walk looks like a
+  step;
 - **capacity at p**: linear as DS2's, corrected by the operator's observed scalability
   (:func:`~autoscaler.policy.signals.scalability`) and limited by its busiest instance: one hot key
   sends ``s + (1 - s) / p`` of the input to one instance (:func:`~autoscaler.policy.signals.hot_share`).
@@ -55,7 +58,15 @@ from autoscaler.policy.base import (
     unusable_epoch,
     verdict,
 )
-from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, scalability, settled, typical_change
+from autoscaler.policy.signals import (
+    VARIATION_CHANGES,
+    damped_holt,
+    hot_share,
+    last_scale_up,
+    scalability,
+    settled,
+    typical_change,
+)
 from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
@@ -70,6 +81,8 @@ RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row befor
 # up to 4 % an epoch (the lab's noise), and a flat 20,005 -> 20,070 before a step to 30,000 was read as
 # a trend heading to 35,000 (step-up-down, 2026-11-26: one rescale too many).
 RISE = 0.05
+# Room a new size leaves while the load's sway is still unknown (a target utilization of 0.8).
+COLD_ROOM = 0.25
 MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
 KEEP_DRAIN = 1.5  # the current size is kept while it drains the backlog within this many catch-ups
 DRAINED_S = 1.0  # a source owing at most this many seconds of its input has no backlog (the lab's measure)
@@ -149,6 +162,12 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         # restart that buys adds backlog of its own.
         keep_rates[op] = sized + pending / (catch_up * KEEP_DRAIN)
         change_rates[op] = sized + sway + pending / catch_up + rate * restart / catch_up
+        # A history too short to tell a step from a sway (a new job's first epochs): the sway is unknown,
+        # so a new size leaves COLD_ROOM of its input to spare, instead of the sway it cannot yet read.
+        # A trend, where there is one, already sizes ahead.
+        cold = len(series) - 1 < VARIATION_CHANGES and forecast <= rate
+        if cold:
+            change_rates[op] *= 1 + COLD_ROOM
         text = f"arrival {rate:,.0f} r/s ({basis})"
         if forecast > rate:
             ahead = horizon * options.interval
@@ -157,6 +176,9 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         if sway:
             text += (f", moving {moves:,.0f} r/s an epoch (the median of its last {len(series) - 1} changes): "
                      f"a new size leaves room for it")  # fmt: skip
+        if cold:
+            text += (f", {len(series) - 1} epoch-to-epoch changes seen (too few to read its sway: "
+                     f"a new size leaves {COLD_ROOM:.0%} room)")  # fmt: skip
         if pending:
             text += (f"; backlog {pending:,.0f} records / {catch_up:g} s catch-up = {pending / catch_up:,.0f} r/s "
                      f"(a size is kept while it drains it within {catch_up * KEEP_DRAIN:g} s)")  # fmt: skip
