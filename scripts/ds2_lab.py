@@ -4,6 +4,7 @@
     .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab] [--inputs oracle]
                                               [--policies ds2_plus --runs 3]
     .venv/bin/python scripts/ds2_lab.py compare DIR ...
+    .venv/bin/python scripts/ds2_lab.py replay data/lab/<scenario>-<kind> ...   # what a policy change moves
     .venv/bin/python scripts/ds2_lab.py ground-truth SCENARIO.yaml ...
 
 ``run`` is a closed loop on this machine: its own Flink, the warm Spark engine, PostgreSQL and
@@ -48,6 +49,7 @@ from harness import machine, machine_line, write_results
 from autoscaler.config.options import MAX_LATE_EPOCHS, POLICY_KINDS
 from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.bounds import floors_table
+from autoscaler.lab.replay import replay
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
 from autoscaler.lab.scenario import SCALED, Scenario, load_scenario
@@ -358,6 +360,8 @@ def main() -> int:
     sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
     j = sub.add_parser("rejudge", help="recompute finished runs' figures from their stores")
     j.add_argument("dirs", type=Path, nargs="+")
+    rp = sub.add_parser("replay", help="decide stored runs again: the epochs whose proposals a policy change moves")
+    rp.add_argument("runs", type=Path, nargs="+", help=f"runs' stack folders (default place: {WORK}/<scenario>-<kind>)")
     g = sub.add_parser("ground-truth", help="measure the ground-truth curves these scenarios need")
     g.add_argument("scenarios", type=Path, nargs="+")
     for p in (r, s, g, j, f):
@@ -381,6 +385,14 @@ def main() -> int:
         honest = [r for r in runs if r.get("inputs") == "honest"]
         print(tally_table(honest + [b for b in base if b.get("inputs") == "honest"], base, [args.kind, *BASELINES]))
         return 0
+    if args.command == "replay":
+        moved = 0
+        for folder in args.runs:
+            run = replay(folder / "store")
+            print(f"{folder.name}: {run.epochs} epochs decided, proposals moved in {len(run.moved)}")
+            print("".join(f"  {m.words()}\n" for m in run.moved), end="")
+            moved += len(run.moved)
+        return 1 if moved else 0
     if args.command == "interference":
         interference(ROOT / "benchmarks" / "results" / "lab-interference")
         return 0
