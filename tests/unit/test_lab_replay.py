@@ -40,8 +40,8 @@ def test_unchanged_code_moves_no_proposal_and_a_policy_change_shows_the_epochs_i
     store = stored_run(tmp_path)
     run = replay(store)
     assert (run.job, run.epochs, run.moved) == (JOB, 5, [])
-    # Without the cold-start room, the first three epochs (fewer than three changes seen) size 5, not 6.
-    monkeypatch.setattr(ds2_plus, "COLD_ROOM", 0.0)
+    # Without the cold-start floor, the first three epochs (fewer than three changes seen) size 5, not 6.
+    monkeypatch.setattr(ds2_plus, "COLD_UTILIZATION", 1.0)
     moved = replay(store).moved
     assert [m.words() for m in moved] == ["epoch 0: COUNT 6 -> 5", "epoch 1: COUNT 6 -> 5", "epoch 2: COUNT 6 -> 5"]
 

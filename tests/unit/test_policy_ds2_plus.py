@@ -265,16 +265,28 @@ def test_a_step_after_a_rise_within_the_noise_is_not_read_as_a_ramp():
 
 def test_a_new_jobs_first_size_leaves_room_until_its_sway_is_known():
     # 20,000 r/s and no history: DS2's size with the restart's input is 5 (23,333 r/s, test above). Whether
-    # the load is a step or the first window of a sine is unknown, so a new size takes 25 % more: 29,167 -> 6.
+    # the load is a step or the first window of a sine is unknown, so a new size takes the arrival at most
+    # 62.5 % busy: 32,000 r/s -> 6.
     decided = decide(chain(1, 20_000))
     assert decided["count"][0] == 6
-    assert "0 epoch-to-epoch changes seen (too few to read its sway: a new size leaves 25% room)" in decided["src"][1]
+    words = "0 epoch-to-epoch changes seen (too few to read its sway: a new size takes it at most 62.5% busy)"
+    assert words in decided["src"][1]
     # The same with two changes seen; from three on, the flat history reads as no sway: DS2's size.
     assert count(chain(1, 20_000), steady(1, 20_000, range(1, 3)), epoch=3) == 6
     assert count(chain(1, 20_000), steady(1, 20_000, range(0, 3)), epoch=3) == 5
+    # A backlog's catch-up that asks for more is sized as before: 20,000 + 900,000 / 60 s + 3,333 -> 7 (6.7).
+    assert count(chain(1, 20_000, pending=900_000)) == 7
     # The room is for a new size only: a size that takes the load without a restart is kept (4 take 22,800).
     assert count(chain(4, 20_000)) == 4
     # A trend sizes ahead instead: rising 12,000 -> 15,000 -> 18,000 is forecast, not given the room too.
     rising = [EpochWindows(0, chain(1, 12_000)), EpochWindows(1, chain(1, 15_000))]
     why = decide(chain(1, 18_000), rising, epoch=2)["src"][1]
-    assert "heading to" in why and "room" not in why
+    assert "heading to" in why and "busy" not in why
+
+
+def test_an_old_jobs_scale_down_window_is_not_sized_as_a_new_jobs():
+    # 8 instances, 11,000 r/s for the whole history. The scale-down window's first epochs, sized again
+    # inside the window, see a cut-off history. Sized as a new job's, they would take 11,000 at 62.5 % busy
+    # (17,600 r/s: 4); as the decided epoch knows the load, 12,833 with the restart: 3 (17,100). The largest: 3.
+    history = steady(8, 11_000, range(0, 20))
+    assert count(chain(8, 11_000), history[10:], epoch=20) == 3

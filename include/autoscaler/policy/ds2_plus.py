@@ -12,10 +12,11 @@ sized from its true processing rate in one step -- and sizes for more than one w
   the input that arrives during the restart (``restart_time``: the policy run fills it with the
   median of the job's measured downtimes) and room for the load's usual sway
   (:func:`~autoscaler.policy.signals.typical_change`: none for steps and spikes, one epoch's move
-  for a sine or a random walk), unless the trend already asks for more; while the history holds too
-  few changes to read that sway (a new job's first three epochs), a new size takes ``COLD_ROOM``
-  (25 %) more than that demand instead: the first window of a sine or of a random walk looks like a
-  step;
+  for a sine or a random walk), unless the trend already asks for more. While the history holds too
+  few changes to read that sway (a new job's first three epochs) and no trend sizes ahead, a new
+  size also takes the arrival at ``COLD_UTILIZATION`` (62.5 %) busy at most: the first window of a
+  sine or of a random walk looks like a step. A backlog's catch-up usually asks for more than that
+  already, and is then sized as before;
 - **capacity at p**: linear as DS2's, corrected by the operator's observed scalability
   (:func:`~autoscaler.policy.signals.scalability`) and limited by its busiest instance: one hot key
   sends ``s + (1 - s) / p`` of the input to one instance (:func:`~autoscaler.policy.signals.hot_share`).
@@ -81,8 +82,12 @@ RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row befor
 # up to 4 % an epoch (the lab's noise), and a flat 20,005 -> 20,070 before a step to 30,000 was read as
 # a trend heading to 35,000 (step-up-down, 2026-11-26: one rescale too many).
 RISE = 0.05
-# Room a new size leaves while the load's sway is still unknown (a target utilization of 0.8).
-COLD_ROOM = 0.25
+# While the load's sway is still unknown, a new size takes the arrival at most this busy, once its backlog
+# is drained (the utilization kind's target is 0.7). The lab's stores, replayed, allow 0.61-0.67 for the
+# same sizes: diurnal-sine's first window needs 6 at its crest (0.70 or more sizes 5), random-walk's
+# needs 6 for its later rise (0.67 or more sizes 5), and cosine's backlog-driven 7 goes to 8 (the
+# second rescale that reverses it) at 0.60 or less (scripts/ds2_lab.py replay, 2026-11-27).
+COLD_UTILIZATION = 0.625
 MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
 KEEP_DRAIN = 1.5  # the current size is kept while it drains the backlog within this many catch-ups
 DRAINED_S = 1.0  # a source owing at most this many seconds of its input has no backlog (the lab's measure)
@@ -129,7 +134,7 @@ def _total_arrival(topology: Topology, windows: Mapping[str, OperatorWindow], so
 
 
 def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions,
-            source_rates: Mapping[str, float], past: Sequence[EpochWindows]) -> Demand:  # fmt: skip
+            source_rates: Mapping[str, float], past: Sequence[EpochWindows], new_job: bool) -> Demand:  # fmt: skip
     catch_up, restart = options.effective("catch_up_duration"), options.effective("restart_time")
     # In epochs: a change decided now takes effect after the restart, and the epoch after it is the
     # new size's warm-up, which decides nothing: the next change comes two intervals later at best.
@@ -163,11 +168,13 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
         keep_rates[op] = sized + pending / (catch_up * KEEP_DRAIN)
         change_rates[op] = sized + sway + pending / catch_up + rate * restart / catch_up
         # A history too short to tell a step from a sway (a new job's first epochs): the sway is unknown,
-        # so a new size leaves COLD_ROOM of its input to spare, instead of the sway it cannot yet read.
-        # A trend, where there is one, already sizes ahead.
-        cold = len(series) - 1 < VARIATION_CHANGES and forecast <= rate
+        # so a new size leaves room for the arrival to grow, as a target utilization does. A trend, where
+        # there is one, already sizes ahead; a backlog's catch-up mostly asks for more than the room.
+        # (Room on the whole demand instead, 25 % of it, oversized the backlog-driven first sizes: cosine
+        # went 2 -> 8 where 7 drained in time, then 8 -> 6, a second rescale; lab-ds2plus-r12.)
+        cold = new_job and forecast <= rate
         if cold:
-            change_rates[op] *= 1 + COLD_ROOM
+            change_rates[op] = max(change_rates[op], rate / COLD_UTILIZATION)
         text = f"arrival {rate:,.0f} r/s ({basis})"
         if forecast > rate:
             ahead = horizon * options.interval
@@ -178,7 +185,7 @@ def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: 
                      f"a new size leaves room for it")  # fmt: skip
         if cold:
             text += (f", {len(series) - 1} epoch-to-epoch changes seen (too few to read its sway: "
-                     f"a new size leaves {COLD_ROOM:.0%} room)")  # fmt: skip
+                     f"a new size takes it at most {COLD_UTILIZATION:.1%} busy)")  # fmt: skip
         if pending:
             text += (f"; backlog {pending:,.0f} records / {catch_up:g} s catch-up = {pending / catch_up:,.0f} r/s "
                      f"(a size is kept while it drains it within {catch_up * KEEP_DRAIN:g} s)")  # fmt: skip
@@ -222,9 +229,10 @@ def _size(op: str, w: OperatorWindow, need: float, options: PolicyOptions, epoch
 
 def _sizings(topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions,
              source_rates: Mapping[str, float], past: Sequence[EpochWindows],
-             epoch: int) -> tuple[dict[str, Sizing], Demand]:  # fmt: skip
-    """Per non-source operator its sizing (past: the usable epochs before this one, oldest first)."""
-    demand = _demand(topology, windows, options, source_rates, past)
+             epoch: int, new_job: bool) -> tuple[dict[str, Sizing], Demand]:  # fmt: skip
+    """Per non-source operator its sizing (past: the usable epochs before this one, oldest first;
+    new_job: the decided epoch's history is too short to read the load's sway)."""
+    demand = _demand(topology, windows, options, source_rates, past, new_job)
     epochs = [*past, EpochWindows(epoch, windows)]
     arrivals = [_total_arrival(topology, e.windows, source_rates) for e in epochs]
     keep_out, change_out = dict(demand.keep), dict(demand.change)
@@ -280,7 +288,11 @@ def evaluate_epoch(
     past = _usable(topology, history)
     if epoch is None:
         epoch = history[-1].epoch + 1 if history else 0
-    sizings, demand = _sizings(topology, windows, options, source_rates, past, epoch)
+    # A new job: the decided epoch's history is too short to read the load's sway. The earlier epochs of
+    # the scale-down window are sized again as the decided one knows the load, not with the cut-off
+    # history each would have inside this window (which made an old job's first epochs look new).
+    new_job = len(past) < VARIATION_CHANGES
+    sizings, demand = _sizings(topology, windows, options, source_rates, past, epoch, new_job)
     # The scale-down wait: each of the previous epochs of the interval, at this size, proposed one too.
     shed, wait = options.settled_scale_down_interval, options.effective("scale_down_interval") or 0.0
     if shed is None:
@@ -295,7 +307,7 @@ def evaluate_epoch(
     for e in range(epoch - needed, epoch):
         if e in recent:
             before = [x for x in past if x.epoch < e]
-            earlier.append(_sizings(topology, recent[e].windows, options, source_rates, before, e)[0])
+            earlier.append(_sizings(topology, recent[e].windows, options, source_rates, before, e, new_job)[0])
         else:
             earlier.append(None)
     decisions = []
