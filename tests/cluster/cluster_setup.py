@@ -53,7 +53,7 @@ def job_entry(name: str, rate: int, interval_s: int, folder: Path, **extra: Any)
         "savepoint_dir": f"file://{folder / 'flink' / 'savepoints'}",
         "policy_interval": f"{interval_s}s",
         "collect": {"short_window": "5s"},
-        "policy": {"max_parallelism": {"Count": 8, "Parse": 8, "Sink: Writer": 8}},
+        "policy": {"kind": "ds2", "max_parallelism": {"Count": 8, "Parse": 8, "Sink: Writer": 8}},  # DS2's exact sizes
         "validation": {"lateness_s": 90},
         **extra,
     }

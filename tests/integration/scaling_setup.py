@@ -34,7 +34,8 @@ def job_entry(flink: FlinkCluster, name: str, interval_s: int, **extra: Any) -> 
         "savepoint_dir": flink.savepoint_dir,
         "policy_interval": f"{interval_s}s",
         "collect": {"short_window": "4s", "source_rate_metric": "Source__Source.scheduledRate"},
-        "policy": {"max_parallelism": {"Count": 8, "Parse": 8, "Sink: Writer": 8}},
+        # DS2, the reference: these tests check the loop against its exact sizes (Count 1 -> 4 at 20,000 r/s).
+        "policy": {"kind": "ds2", "max_parallelism": {"Count": 8, "Parse": 8, "Sink: Writer": 8}},
         # Short test intervals: a run queued behind an approval or a rescale measures late by more
         # than an interval on a loaded 2-core machine.
         "validation": {"lateness_s": 90},

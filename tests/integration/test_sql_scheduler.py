@@ -48,7 +48,7 @@ def entry(flink, name: str, script, mechanism: str, factor: float = 0.0) -> dict
         "mechanism": mechanism,
         "policy_interval": f"{INTERVAL_S}s",
         "collect": {"short_window": "4s"},
-        "policy": {"max_parallelism": {AGGREGATE: 3}, "factor": factor},
+        "policy": {"kind": "ds2", "max_parallelism": {AGGREGATE: 3}, "factor": factor},
         "validation": {"lateness_s": 90},
     }
 

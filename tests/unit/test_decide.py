@@ -53,7 +53,7 @@ def test_a_proposal_passes_and_targets_only_what_changes():
 
 def test_no_change_is_a_noop():
     plan = decide(job(), 10, rows(count=(4, 4)), decided_epochs_since_rescale=1)
-    assert plan.action == NOOP and plan.summary == "the ds2 policy proposes no change" and plan.target == {}
+    assert plan.action == NOOP and plan.summary == "the ds2_plus policy proposes no change" and plan.target == {}
 
 
 @pytest.mark.parametrize(
@@ -248,7 +248,7 @@ def test_a_what_if_replays_the_whole_chain_and_counts_its_rescales():
     # Epoch 10 rescales 1 -> 4; from 11 on, at the simulated 4, a proposal of 4 is no change.
     assert [p.action for p in chain.plans] == [RESCALE, NOOP, NOOP, NOOP, NOOP, NOOP]
     assert chain.summary() == "1 rescales over 6 epochs (epoch 10: Count 1→4)"
-    assert chain.plans[1].summary == "the ds2 policy proposes no change"
+    assert chain.plans[1].summary == "the ds2_plus policy proposes no change"
     # A policy still asking for more after the rescale is held by the warm-up, then acted on.
     growing = [r for e in range(10, 14) for r in epoch_rows(e, (1, 4) if e == 10 else (1, 6))]
     assert [p.summary for p in replay(job(), growing).plans][1:3] == [

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -115,8 +115,14 @@ KIND_DEFAULTS: dict[str, dict[str, float]] = {
     "ds2_plus": {"scale_down_interval": 300.0, "catch_up_duration": 45.0, "restart_time": 10.0},
 }  # fmt: skip
 KIND = Option(
-    "policy.kind", "choice", "ds2", "Which policy proposes the parallelism (autoscaler/policy/<kind>.py).", choices=POLICY_KINDS
-)
+    "policy.kind", "choice", "ds2_plus",
+    "Which policy proposes a job's parallelism (autoscaler/policy/<kind>.py): ds2_plus since it won the policy lab "
+    "(docs/policy-lab.md); ds2 is the reference, and what bin/ds2-policy runs unless told otherwise.",
+    choices=POLICY_KINDS,
+)  # fmt: skip
+# A policy run given no kind (bin/ds2-policy on the DS2 reference's files, the library's reference runs)
+# is DS2's: the tool reproduces the reference; a job registered without policy.kind gets KIND.default.
+REFERENCE_KIND = "ds2"
 FACTOR = Option("policy.factor", "number", 0.0, "Over-provisioning factor f >= 0: decision = ceil(optimal * (1 + f)).", 0.0)
 THRESHOLD = Option(
     "policy.threshold", "number", None,
@@ -283,7 +289,7 @@ OPTIONS: tuple[Option, ...] = tuple(v for v in dict(globals()).values() if isins
 class PolicyOptions:
     """The options a policy run takes (the Spark job, the engine and the pure-Python reference)."""
 
-    kind: str = KIND.default
+    kind: str = REFERENCE_KIND
     factor: float = FACTOR.default
     threshold: float | None = THRESHOLD.default
     min_parallelism: dict[str, int] = field(default_factory=lambda: dict(MIN_PARALLELISM.default))
@@ -377,9 +383,12 @@ class PolicyOptions:
 
     @classmethod
     def describe(cls) -> list[tuple[str, object, str]]:
-        """(name, default, meaning) for every policy option, from the declarations above."""
+        """(name, default, meaning) for every policy option, from the declarations above; the default is the one a
+        run given no value takes (for the kind, :data:`REFERENCE_KIND`, not a job's)."""
         by_name = {o.name: o for o in OPTIONS if o.key.startswith("policy.")}
-        return [(name, by_name[name].default, by_name[name].meaning) for name in cls.__dataclass_fields__ if name in by_name]
+        fields = cls.__dataclass_fields__
+        own = {name: f.default for name, f in fields.items() if f.default is not MISSING}
+        return [(name, own.get(name, by_name[name].default), by_name[name].meaning) for name in fields if name in by_name]
 
     def effective(self, name: str) -> float | None:
         """Option ``name`` as set, else the kind's own default (:data:`KIND_DEFAULTS`; None: the kind has none)."""
