@@ -83,10 +83,11 @@ RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row befor
 # a trend heading to 35,000 (step-up-down, 2026-11-26: one rescale too many).
 RISE = 0.05
 # While the load's sway is still unknown, a new size takes the arrival at most this busy, once its backlog
-# is drained (the utilization kind's target is 0.7). The lab's stores, replayed, allow 0.61-0.67 for the
-# same sizes: diurnal-sine's first window needs 6 at its crest (0.70 or more sizes 5), random-walk's
-# needs 6 for its later rise (0.67 or more sizes 5), and cosine's backlog-driven 7 goes to 8 (the
-# second rescale that reverses it) at 0.60 or less (scripts/ds2_lab.py replay, 2026-11-27).
+# is drained (the utilization kind's target is 0.7). The lab's stores, replayed, give the same sizes from
+# 0.61 to 0.665: diurnal-sine's first window needs 6 at its crest (0.70 or more sizes 5), random-walk's
+# needs 6 for its later rise (0.67 or more sizes 5); at 0.60 backlog-restarts' and two-bottlenecks'
+# backlog-driven first sizes grow, and near 0.59 cosine's 7 becomes 8, which d9e6e3c's run showed
+# reversed by a second rescale (scripts/ds2_lab.py replay, 2026-11-27).
 COLD_UTILIZATION = 0.625
 MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
 KEEP_DRAIN = 1.5  # the current size is kept while it drains the backlog within this many catch-ups
