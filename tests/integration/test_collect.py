@@ -153,6 +153,21 @@ def test_a_window_measured_past_the_next_boundary_is_where_the_next_epoch_starts
         assert (view["window_start"] >= view["previous_window_end"]).all(), (epoch, view[["window_start", "previous_window_end"]])
 
 
+def test_a_boundary_taken_just_after_the_previous_window_is_not_a_window(clean_flink, tmp_path):
+    """A run queued behind an approval measured epoch 40's window; epoch 41's boundary came 5 ms after
+    its end. Read as epoch 41's window, those 5 ms showed no processing, and DS2 proposed Parse 1 -> 8
+    (the clean-clone suite, 2026-11-27). A window shorter than a short window is measured to one."""
+    clean_flink.start_job(UNDERPROVISIONED)
+    store, client = tmp_path / "store", clean_flink.client
+    first = collect_epoch_metrics(client, "ds2-testjob", JOB, 40, store, short_window_s=2, source_rate_metric=RATE_METRIC)
+    save_snapshot(take_snapshot(client, "ds2-testjob", RATE_METRIC), snapshot_path(store, JOB, 41))
+    # (Taking a snapshot and writing epoch 40's rows take a few seconds: a 10-s short window is longer.)
+    second = collect_epoch_metrics(client, "ds2-testjob", JOB, 41, store, short_window_s=10, source_rate_metric=RATE_METRIC)
+    assert second.window_s >= 10.0, second.window_s
+    assert second.rows.column("window_start")[0] == first.rows.column("window_end")[0]
+    assert snapshot_path(store, JOB, 41, end=True).exists()
+
+
 def test_a_window_that_spans_a_restart_is_warmup(clean_flink, tmp_path, spark):
     details = clean_flink.start_job(UNDERPROVISIONED)
     store = tmp_path / "store"

@@ -87,11 +87,12 @@ def collect_epoch_metrics(
         previous = take_snapshot(client, job_name, source_rate_metric)
         save_snapshot(previous, start_path)
         short = True
-    # An earlier attempt's measured end, else the boundary taken on time. Neither serves when it is
-    # not after the window's start: the previous epoch's window ran past this epoch's boundary (its
-    # run was late), or this epoch's short window started after its boundary.
+    # An earlier attempt's measured end, else the boundary taken on time. Neither serves when it leaves
+    # a window shorter than a short window: the previous epoch's window ran up to or past this epoch's
+    # boundary (its run was late: a 5-ms window once read as no processing and proposed Parse 1 -> 8),
+    # or this epoch's short window started after its boundary.
     current = load_snapshot(end_path) or boundary
-    if current is not None and current.taken_at <= previous.taken_at:
+    if current is not None and (current.taken_at - previous.taken_at).total_seconds() < short_window_s:
         current = None
     if current is None:
         # Give the counters ``short_window_s`` from the window's start to move (no wait when the
