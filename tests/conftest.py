@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -39,6 +40,13 @@ def spark():
     session = policy_session("ds2-tests", master="local[2]")
     yield session
     session.stop()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # py4j logs "Closing down clientserver connection" from a finalizer at interpreter exit, after
+    # pytest has closed the stream its handler writes to: a "--- Logging error ---" traceback under a
+    # green run. That info message is all it logs then.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @dataclass
