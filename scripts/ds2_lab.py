@@ -52,14 +52,13 @@ from autoscaler.lab.bounds import floors_table
 from autoscaler.lab.replay import replay
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
-from autoscaler.lab.scenario import SCALED, Scenario, load_scenario
+from autoscaler.lab.scenario import SCALED, Scenario, job_settings, load_scenario
 from autoscaler.lab.targets import BASELINES, tally_table, targets_table
 from autoscaler.record.loop_report import EpochRow
 
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
 GROUND_TRUTH = ROOT / "benchmarks" / "ground-truth.json"
 OPERATORS = ["Source: Source", *SCALED]
-RATE_METRIC = "Source__Source.scheduledRate"  # the test job's own gauge: the oracle input only
 INPUTS = ("honest", "oracle")
 STARTUP_S = 90  # Spark and Airflow start before the first epoch (a loaded machine needs margin)
 WORK = ROOT / "data" / "lab"  # the stacks' folders (Flink, Airflow, the store), kept after a run
@@ -127,9 +126,6 @@ def ensure_ground_truth(stack: Stack, scenarios: list[Scenario], truth: gt.Groun
 
 def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: list[str], savepoints: Path,
               inputs: str) -> dict:  # fmt: skip
-    collect = {"short_window": f"{max(scenario.interval_s / 3, 2):g}s"}
-    if inputs == "oracle":
-        collect["source_rate_metric"] = RATE_METRIC
     return {
         "name": job,
         "flink_job_name": job,
@@ -137,10 +133,7 @@ def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: 
         "base_args": base,
         "parallelism_args": PARALLELISM_ARGS,
         "savepoint_dir": f"file://{savepoints}",
-        "policy_interval": f"{scenario.interval_s:g}s",
-        "collect": collect,
-        "policy": {"kind": kind_of(policy)[0], "max_parallelism": dict(scenario.max_parallelism)},
-        "tags": ["lab", scenario.name],
+        **job_settings(scenario, kind_of(policy)[0], inputs),
         "start_date": start.isoformat(),
     }
 

@@ -101,8 +101,13 @@ def plan_epoch(
     validation: Mapping[str, Any],
     free_slots: int | None,
     validation_note: str | None = None,
+    now: datetime | None = None,
 ) -> ScalingPlan:
-    """The decide stage of one epoch: its stored decisions and the job's history through the rules."""
+    """The decide stage of one epoch: its stored decisions and the job's history through the rules.
+
+    ``now``: the time the rules read (cooldown, excluded periods); the clock's by default, the
+    simulated one in the lab's simulator.
+    """
     history = decide_history.epoch_history(store_root, job.name, epoch, job.stability.activation_epochs)
     decidable = bool(history.decisions) and validation.get("decidable", True)
     return decide(
@@ -114,7 +119,7 @@ def plan_epoch(
         last_rescale=history.last_rescale,
         decided_epochs_since_rescale=history.decided_epochs,
         free_slots=free_slots,
-        now=datetime.now(UTC),
+        now=now or datetime.now(UTC),
         validation=validation_note,
     )
 

@@ -32,7 +32,7 @@ from typing import Any
 from autoscaler.lab.ground_truth import GroundTruth
 from autoscaler.lab.scenario import SCALED, Scenario
 from autoscaler.record.loop_report import EpochRow
-from autoscaler.record.outcomes import SUCCEEDED
+from autoscaler.store.schemas import SUCCEEDED
 
 DRAINED_S = 1.0  # a source owing at most this many seconds of its input (and at least 1 record) has no backlog
 

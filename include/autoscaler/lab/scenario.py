@@ -288,3 +288,19 @@ def load_scenario(path: str | Path) -> Scenario:
     except yaml.YAMLError as exc:
         raise InputError(str(path), f"not valid YAML: {str(exc).splitlines()[0]}") from None
     return parse_scenario(data, str(path))
+
+
+ORACLE_RATE_METRIC = "Source__Source.scheduledRate"  # the test job's own gauge: the oracle input only
+
+
+def job_settings(scenario: Scenario, kind: str, inputs: str = "honest") -> dict[str, Any]:
+    """The jobs.yaml keys of a lab job that the scenario and the kind set: one place for the real lab and the simulator."""
+    collect = {"short_window": f"{max(scenario.interval_s / 3, 2):g}s"}
+    if inputs == "oracle":
+        collect["source_rate_metric"] = ORACLE_RATE_METRIC
+    return {
+        "policy_interval": f"{scenario.interval_s:g}s",
+        "collect": collect,
+        "policy": {"kind": kind, "max_parallelism": dict(scenario.max_parallelism)},
+        "tags": ["lab", scenario.name],
+    }

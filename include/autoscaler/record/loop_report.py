@@ -24,9 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from autoscaler.record.outcomes import SUCCEEDED
 from autoscaler.store.parquet import read_epochs
-from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, VALIDATIONS
+from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, SUCCEEDED, VALIDATIONS
 
 SUSTAINED = 0.95  # achieved >= 95 % of the target rate ...
 MAX_BACKPRESSURE = 0.10  # ... with the sources back-pressured at most 10 % of the window

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from autoscaler.errors import InputError
 from autoscaler.store.commit import clean_leftovers, recover, set_aside, staging_for, swap_in
+from autoscaler.store.memory import MemoryStore
 from autoscaler.store.schemas import Table
 
 EPOCH_BLOCK_SIZE = 1024
@@ -92,8 +93,13 @@ def conform(table: Table, data: pa.Table, source: str) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=table.arrow_schema(with_partitions=False))
 
 
-def write_epochs(root: str | Path, table: Table, job: str, data: pa.Table) -> list[int]:
-    """Write rows of one job, replacing every epoch they contain. Returns the epochs written."""
+def write_epochs(root: str | Path | MemoryStore, table: Table, job: str, data: pa.Table) -> list[int]:
+    """Write rows of one job, replacing every epoch they contain. Returns the epochs written.
+
+    ``root``: the store's folder, or a :class:`MemoryStore` (the lab's simulator), which takes the call.
+    """
+    if isinstance(root, MemoryStore):
+        return root.write_epochs(table, job, data)
     validate_job_name(job)
     if "job" in data.column_names:
         jobs = set(pc.unique(data.column("job")).to_pylist())
@@ -233,13 +239,20 @@ def stored_blocks(root: str | Path, table: Table, job: str) -> list[int]:
 
 
 def read_epochs(
-    root: str | Path, table: Table, job: str, epochs: Iterable[int] | None = None, columns: Sequence[str] | None = None
+    root: str | Path | MemoryStore,
+    table: Table,
+    job: str,
+    epochs: Iterable[int] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
     """Rows of one job (all epochs, or the given ones), with the partition columns filled in.
 
     ``columns``: only these (``epoch`` is always read), in the table's order; reading fewer columns is
-    what makes a long range cheap (a decision's reason is most of its bytes).
+    what makes a long range cheap (a decision's reason is most of its bytes). ``root`` may be a
+    :class:`MemoryStore`, which takes the call.
     """
+    if isinstance(root, MemoryStore):
+        return root.read_epochs(table, job, epochs, columns)
     job_dir = table_dir(root, table) / f"job={validate_job_name(job)}"
     if columns is not None:
         unknown = sorted(set(columns) - set(table.names))

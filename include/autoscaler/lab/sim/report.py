@@ -1,0 +1,55 @@
+"""The simulator's tables in Markdown: fidelity against the real runs, and the frontier sweep."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+CHECKS = ("sequence", "instance_seconds", "under_provisioned", "drain")
+WORDS = {
+    "sequence": "rescale sequence (op, from → to, epoch ± 1)",
+    "instance_seconds": "instance-seconds within ± 5 %",
+    "under_provisioned": "under-provisioned time within ± 1 interval",
+    "drain": "longest drain within 1 interval",
+}
+
+
+def _seq(rescales: Sequence[Sequence[Any]]) -> str:
+    return ", ".join(f"{op[:5]} {a}→{b}@{i}" for i, op, a, b in rescales) or "none"
+
+
+def _s(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return "never" if math.isinf(value) else f"{value:,.0f}"
+
+
+def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
+    ok = [r for r in results if "error" not in r]
+    lines = ["# The simulator against every honest real run", ""]
+    summary = [f"{len(results)} real runs replayed ({len(results) - len(ok)} could not be):"]
+    for check in CHECKS:
+        n = sum(1 for r in ok if r[check])
+        summary.append(f"- {WORDS[check]}: **{n} of {len(ok)}** ({100 * n / max(len(ok), 1):.0f} %)")
+    opened = [r["open_loop"] for r in ok if r.get("open_loop", {}).get("epochs")]
+    if opened:
+        mean = lambda key: sum(o[key] for o in opened) / len(opened)  # noqa: E731
+        summary.append(f"- open loop (the real rescales imposed), mean per run over {sum(o['epochs'] for o in opened)} epochs: "
+                       f"arrival {100 * mean('arrival_err'):.1f} %, output {100 * mean('achieved_err'):.1f} %, "
+                       f"source back-pressure {100 * mean('bp_err'):.1f} points")  # fmt: skip
+    lines += ["\n".join(summary), ""]
+    lines += ["| run | code | seq | IS | under | drain | real rescales | simulated | IS real / sim | under (s) real / sim "
+              "| drain (s) real / sim | open loop: output err |", "|" + "---|" * 12]  # fmt: skip
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['run']} | {r.get('commit', '')} | not replayed: {r['error'][:120]} |" + " |" * 9)
+            continue
+        marks = ["✓" if r[c] else "✗" for c in CHECKS]
+        real, sim = r["real"], r["sim"]
+        lines.append(
+            f"| {r['run']} | {r.get('commit', '')} | {' | '.join(marks)} | {_seq(real['rescales'])} | {_seq(sim['rescales'])} | "
+            f"{_s(real['instance_seconds'])} / {_s(sim['instance_seconds'])} | {_s(real['under_s'])} / {_s(sim['under_s'])} | "
+            f"{_s(real['drain_s'])} / {_s(sim['drain_s'])} | {100 * r['open_loop']['achieved_err']:.1f} % |"
+        )
+    return "\n".join(lines) + "\n"

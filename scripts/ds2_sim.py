@@ -1,0 +1,144 @@
+"""The simulated lab: the production policy and decide code in a closed loop against a model of the job.
+
+    .venv/bin/python scripts/ds2_sim.py calibrate      # benchmarks/sim/calibration.json from the real runs
+    .venv/bin/python scripts/ds2_sim.py fidelity       # every honest real run replayed: benchmarks/sim/fidelity.{json,md}
+    .venv/bin/python scripts/ds2_sim.py run SCENARIO.yaml --kind KIND [--seed N] [--set key=value ...]
+    .venv/bin/python scripts/ds2_sim.py sweep [--quick] # the frontier sweep: benchmarks/sim/sweep-*.{json,md}, frontier PNGs
+
+``fidelity`` replays each real run with the policy it ran: the run's commit is read from its
+folder's README ("frozen clone at X", or a line naming its scenario and "commit X"), else it is the
+parent of the commit that added its result. Runs are grouped by the content of that commit's
+policy, decide and config code; each group runs in a tree that is today's ``include/`` with those
+three folders as they were (model, collector and judge stay today's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "include"))
+
+from autoscaler.lab.sim import fidelity as F  # noqa: E402
+from autoscaler.lab.sim.calibration import calibrate  # noqa: E402
+from autoscaler.lab.sim.report import fidelity_md  # noqa: E402
+
+BENCH = ROOT / "benchmarks"
+SIM = BENCH / "sim"
+CACHE = ROOT / ".cache" / "sim-code"
+POLICY_CODE = ("include/autoscaler/policy", "include/autoscaler/decide", "include/autoscaler/config")
+HEX = re.compile(r"[0-9a-f]{7,40}")
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def run_commit(result: Path) -> str:
+    """The commit whose code a real run ran (see the module's doc)."""
+    scenario = json.loads(result.read_text())["scenario"]
+    top = BENCH / result.relative_to(BENCH).parts[0]
+    readme = top / "README.md"
+    if readme.exists():
+        text = readme.read_text()
+        for line in text.splitlines():
+            if re.search(rf"(?<![\w-]){re.escape(scenario)}(?![\w-])", line):
+                m = re.search(r"commit ([0-9a-f]{7,40})", line)
+                if m:
+                    return git("rev-parse", m[1])
+        m = re.search(r"frozen\s+clone\s+at\s+(?:commit\s+)?([0-9a-f]{7,40})", text)
+        if m:
+            return git("rev-parse", m[1])
+    added = git("log", "--diff-filter=A", "--format=%H", "-1", "--", str(result.relative_to(ROOT)))
+    return git("rev-parse", f"{added}^")
+
+
+def code_key(commit: str) -> str:
+    trees = [git("rev-parse", f"{commit}:{path}") for path in POLICY_CODE]
+    return hashlib.sha1(" ".join(trees).encode()).hexdigest()[:12]
+
+
+def hybrid_tree(commit: str, key: str) -> Path:
+    """Today's include/ with the policy, decide and config code of ``commit`` (today's modules it lacks stay)."""
+    tree = CACHE / key
+    if tree.exists():
+        shutil.rmtree(tree)
+    shutil.copytree(ROOT / "include", tree / "include", ignore=shutil.ignore_patterns("__pycache__"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit, *POLICY_CODE],
+                             check=True, capture_output=True).stdout  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+        tar.extractall(tree, members=members, filter="data")
+    return tree
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    reports = [p.with_name("report.md") for p in F.honest_runs(BENCH)]
+    calibration = calibrate(reports, args.decision_latency, args.latency_source, 2.0)
+    SIM.mkdir(parents=True, exist_ok=True)
+    (SIM / "calibration.json").write_text(calibration.to_json())
+    print(f"{SIM / 'calibration.json'}: {calibration.sources}")
+    return 0
+
+
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    runs = F.honest_runs(BENCH)
+    groups: dict[str, tuple[str, list[Path]]] = {}
+    for path in runs:
+        commit = run_commit(path)
+        key = code_key(commit)
+        groups.setdefault(key, (commit, []))[1].append(path)
+    print(f"{len(runs)} honest real runs, {len(groups)} policy versions", flush=True)
+
+    def replay(item: tuple[str, tuple[str, list[Path]]]) -> list[dict]:
+        key, (commit, paths) = item
+        tree = hybrid_tree(commit, key)
+        done = subprocess.run([sys.executable, "-m", "autoscaler.lab.sim.replay_runs", str(BENCH), *map(str, paths)],
+                              capture_output=True, text=True, env={"PYTHONPATH": str(tree / "include"), "PATH": "/usr/bin:/bin"},
+                              cwd=ROOT)  # fmt: skip
+        out = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if len(out) != len(paths):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            seen = {o["run"] for o in out}
+            out += [{"run": str(p.parent.relative_to(BENCH)), "error": tail} for p in paths
+                    if str(p.parent.relative_to(BENCH)) not in seen]  # fmt: skip
+        for o in out:
+            o["commit"] = commit[:7]
+        shutil.rmtree(tree, ignore_errors=True)
+        return out
+
+    with ThreadPoolExecutor(args.workers) as pool:
+        results = [r for group in pool.map(replay, sorted(groups.items())) for r in group]
+    results.sort(key=lambda r: r["run"])
+    (SIM / "fidelity.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    (SIM / "fidelity.md").write_text(fidelity_md(results))
+    print((SIM / "fidelity.md").read_text().split("\n\n")[1])
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("calibrate", help="measure the simulator's timings off the real runs")
+    c.add_argument("--decision-latency", type=float, required=True, help="epoch end -> the job stops for a rescale (s)")
+    c.add_argument("--latency-source", required=True, help="where that figure was measured")
+    c.set_defaults(func=cmd_calibrate)
+    f = sub.add_parser("fidelity", help="replay every honest real run, closed and open loop")
+    f.add_argument("--workers", type=int, default=2)
+    f.set_defaults(func=cmd_fidelity)
+    args = parser.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
