@@ -12,11 +12,11 @@ out). Everything in it is measured or follows from how the job is written:
   curve of its cost, :mod:`autoscaler.lab.ground_truth`: CPU contention on the machine's cores and
   sublinear scaling included). Past the last measured point a curve that was still growing keeps its
   last per-instance rate, one that had flattened stays flat;
-- **skew**: the hot key's share ``s`` of Count's records goes to one instance, which also gets its
-  ``1/p`` of the rest. Its instances serve at the one-instance rate, so Count takes
-  ``rate(1) / (s + (1 - s) / p)``: from the measured one-instance rate alone this gives the measured
-  skew curve within 1 % at every point (8,738 / 11,958 / 14,658 against 8,699 / 12,041 / 14,707 at
-  2 / 4 / 8);
+- **keys**: Count's records go to its instances by key group, as Flink assigns them
+  (:mod:`autoscaler.lab.sim.keys`); the hot key of a skewed load goes to one instance. An instance
+  serves at the one-instance rate, so an unmeasured parallelism takes that rate over its busiest
+  instance's share: from the one-instance rate alone this gives every measured point of Count's
+  curves, skewed or not, within 1 %;
 - **what an instance books**: busy time for the records it served at its rate; the rest of its
   time is back-pressured when an operator downstream limits the job, idle otherwise (Flink's
   ``busyTimeMsPerSecond``, ``backPressuredTimeMsPerSecond``, ``idleTimeMsPerSecond``).
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from autoscaler.flink.models import SubtaskCounters, VertexInfo
 from autoscaler.lab.ground_truth import Curve, GroundTruth
 from autoscaler.lab.scenario import SCALED, Scenario
+from autoscaler.lab.sim.keys import instance_shares
 
 SOURCE = "Source: Source"
 OPERATORS = (SOURCE, *SCALED)  # the test job's chain, in order
@@ -44,49 +45,37 @@ CREDIT_S = 0.1  # PartitionReader.MAX_CREDIT_MS: what a source without backlog m
 # PartitionReader.REFRESH_NS: a subtask recomputes what it owes every millisecond and emits it, so a source that
 # keeps up still owes what arrived since (the real gauge reads 28-40 records at 20,000 r/s on 2 subtasks)
 REFRESH_S = 0.001
-PLATEAU_GAIN = 0.05  # ground_truth's: a last step that gained less than this is a plateau
 
 
 @dataclass(frozen=True)
 class OperatorModel:
-    """One scaled operator: its measured curve and its skew."""
+    """One scaled operator: its measured curve, how its records spread over its instances, and its cores."""
 
     name: str
     curve: Mapping[int, float]
+    keyed: bool = False  # Count: records go to instances by key group (keys.py); the others: round-robin
     skew: float = 0.0
+    keys: int = 10_000
+    cpu: bool = False  # the per-record cost spins a core: the machine's cores bound the operator
 
-    def _measured(self, p: int) -> float:
-        points = sorted(self.curve)
-        if p in self.curve:
-            return self.curve[p]
-        below = [q for q in points if q < p]
-        last = below[-1] if below else points[0]
-        if len(points) >= 2 and last == points[-1]:
-            prev = points[-2]
-            if self.curve[last] < self.curve[prev] * (1 + PLATEAU_GAIN):
-                return self.curve[last]  # a plateau: more instances buy nothing
-        above = [q for q in points if q > p]
-        if below and above:  # between two measured points: linear
-            lo, hi = below[-1], above[0]
-            return self.curve[lo] + (self.curve[hi] - self.curve[lo]) * (p - lo) / (hi - lo)
-        return self.curve[last] / last * p  # past the last point: its per-instance rate
-
-    def shares(self, p: int) -> list[float]:
-        """Each instance's share of the operator's records (the hot key's instance first)."""
-        if not self.skew or p == 1:
-            return [1.0 / p] * p
-        rest = (1.0 - self.skew) / p
-        return [self.skew + rest] + [rest] * (p - 1)
-
-    def service_rate(self, p: int) -> float:
-        """Records/s one instance serves while busy, at parallelism ``p``."""
-        if self.skew:
-            return self._measured(1)
-        return self._measured(p) / p
+    def shares(self, p: int) -> tuple[float, ...]:
+        """Each instance's share of the operator's records."""
+        if not self.keyed:
+            return (1.0 / p,) * p
+        return instance_shares(p, self.keys, KEY_GROUPS, self.skew)
 
     def capacity(self, p: int) -> float:
-        """Records/s the operator takes at parallelism ``p``: its slowest instance's limit."""
-        return self.service_rate(p) / max(self.shares(p))
+        """Records/s the operator takes at parallelism ``p``: measured, else its busiest instance's limit at the
+        one-instance rate (for a CPU-bound operator, no more than the most its curve ever took)."""
+        if p in self.curve:
+            return self.curve[p]
+        q = min(self.curve)
+        limit = self.curve[q] * max(self.shares(q)) / max(self.shares(p))
+        return min(limit, max(self.curve.values())) if self.cpu else limit
+
+    def service_rate(self, p: int) -> float:
+        """Records/s one instance serves while busy: its busiest instance is busy all the time at capacity."""
+        return self.capacity(p) * max(self.shares(p))
 
 
 @dataclass
@@ -205,7 +194,7 @@ def operator_models(scenario: Scenario, truth: GroundTruth) -> dict[str, Operato
     for op in SCALED:
         cost = scenario.cost(op)
         curve: Curve = truth.curve(op, cost)
-        out[op] = OperatorModel(op, dict(curve.throughput), cost.skew)
+        out[op] = OperatorModel(op, dict(curve.throughput), op == "Count", cost.skew, scenario.keys, cost.mode == "cpu")
     return out
 
 
