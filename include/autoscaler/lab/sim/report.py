@@ -32,6 +32,10 @@ def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
     for check in CHECKS:
         n = sum(1 for r in ok if r[check])
         summary.append(f"- {WORDS[check]}: **{n} of {len(ok)}** ({100 * n / max(len(ok), 1):.0f} %)")
+    seeds = max((r.get("seeds", 1) for r in ok), default=1)
+    some = sum(1 for r in ok if r.get("sequence_seeds", r["sequence"]))
+    summary.append(f"- the real rescale sequence is one the simulator makes in at least one of {seeds} seeds: "
+                   f"**{some} of {len(ok)}** ({100 * some / max(len(ok), 1):.0f} %)")  # fmt: skip
     opened = [r["open_loop"] for r in ok if r.get("open_loop", {}).get("epochs")]
     if opened:
         mean = lambda key: sum(o[key] for o in opened) / len(opened)  # noqa: E731
@@ -39,16 +43,17 @@ def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
                        f"arrival {100 * mean('arrival_err'):.1f} %, output {100 * mean('achieved_err'):.1f} %, "
                        f"source back-pressure {100 * mean('bp_err'):.1f} points")  # fmt: skip
     lines += ["\n".join(summary), ""]
-    lines += ["| run | code | seq | IS | under | drain | real rescales | simulated | IS real / sim | under (s) real / sim "
-              "| drain (s) real / sim | open loop: output err |", "|" + "---|" * 12]  # fmt: skip
+    lines += ["| run | code | seq | IS | under | drain | seeds with the real sequence | real rescales | simulated (seed 1) "
+              "| IS real / sim | under (s) real / sim | drain (s) real / sim | open loop: output err |", "|" + "---|" * 13]  # fmt: skip
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['run']} | {r.get('commit', '')} | not replayed: {r['error'][:120]} |" + " |" * 9)
+            lines.append(f"| {r['run']} | {r.get('commit', '')} | not replayed: {r['error'][:120]} |" + " |" * 10)
             continue
         marks = ["✓" if r[c] else "✗" for c in CHECKS]
         real, sim = r["real"], r["sim"]
         lines.append(
-            f"| {r['run']} | {r.get('commit', '')} | {' | '.join(marks)} | {_seq(real['rescales'])} | {_seq(sim['rescales'])} | "
+            f"| {r['run']} | {r.get('commit', '')} | {' | '.join(marks)} | {r.get('sequence_seeds', '')} of {r.get('seeds', '')} | "
+            f"{_seq(real['rescales'])} | {_seq(sim['rescales'])} | "
             f"{_s(real['instance_seconds'])} / {_s(sim['instance_seconds'])} | {_s(real['under_s'])} / {_s(sim['under_s'])} | "
             f"{_s(real['drain_s'])} / {_s(sim['drain_s'])} | {100 * r['open_loop']['achieved_err']:.1f} % |"
         )
