@@ -43,8 +43,11 @@ def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
                        f"arrival {100 * mean('arrival_err'):.1f} %, output {100 * mean('achieved_err'):.1f} %, "
                        f"source back-pressure {100 * mean('bp_err'):.1f} points")  # fmt: skip
     lines += ["\n".join(summary), ""]
-    lines += ["| run | code | seq | IS | under | drain | seeds with the real sequence | real rescales | simulated (seed 1) "
-              "| IS real / sim | under (s) real / sim | drain (s) real / sim | open loop: output err |", "|" + "---|" * 13]  # fmt: skip
+    head = (
+        "| run | code | seq | IS | under | drain | seeds with the real sequence | real rescales | simulated (seed 1) "
+        "| IS real / sim | under (s) real / sim | drain (s) real / sim | open loop: output err |"
+    )
+    lines += [head, "|" + "---|" * 13]
     for r in results:
         if "error" in r:
             lines.append(f"| {r['run']} | {r.get('commit', '')} | not replayed: {r['error'][:120]} |" + " |" * 10)
@@ -52,7 +55,8 @@ def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
         marks = ["✓" if r[c] else "✗" for c in CHECKS]
         real, sim = r["real"], r["sim"]
         lines.append(
-            f"| {r['run']} | {r.get('commit', '')} | {' | '.join(marks)} | {r.get('sequence_seeds', '')} of {r.get('seeds', '')} | "
+            f"| {r['run']} | {r.get('commit', '')} | {' | '.join(marks)} | "
+            f"{r.get('sequence_seeds', '')} of {r.get('seeds', '')} | "
             f"{_seq(real['rescales'])} | {_seq(sim['rescales'])} | "
             f"{_s(real['instance_seconds'])} / {_s(sim['instance_seconds'])} | {_s(real['under_s'])} / {_s(sim['under_s'])} | "
             f"{_s(real['drain_s'])} / {_s(sim['drain_s'])} | {100 * r['open_loop']['achieved_err']:.1f} % |"
