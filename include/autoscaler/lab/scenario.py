@@ -28,6 +28,8 @@ upper bound) and ``description``.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import math
 import random
@@ -84,16 +86,30 @@ class LoadChange:
         if self.period_s:
             return self.rate + self.amplitude * math.sin(2 * math.pi * (dt + self.phase_s) / self.period_s)
         if self.walk_every_s:
-            rng, rate = random.Random(self.walk_seed), self.rate
-            low, high = self.walk_range
-            for _ in range(int(dt // self.walk_every_s)):
-                rate = min(max(rate + rng.uniform(-self.walk_step, self.walk_step), low), high)
-            return rate
+            return _walk(self, int(dt // self.walk_every_s))
         return self.rate
 
     @property
     def varies(self) -> bool:
         return self.ramp_to is not None or bool(self.period_s) or bool(self.walk_every_s)
+
+
+@functools.cache
+def _walked(change: LoadChange) -> list[float]:
+    """The rates a walk has taken so far, step by step (extended on demand; the same walk for the same seed)."""
+    return [change.rate]
+
+
+def _walk(change: LoadChange, steps: int) -> float:
+    """The walk's rate after ``steps`` steps: each moves by up to ``walk_step`` either way, within its range."""
+    path = _walked(change)
+    if len(path) <= steps:
+        rng = random.Random(change.walk_seed)
+        path[:] = [change.rate]
+        low, high = change.walk_range
+        for _ in range(steps):
+            path.append(min(max(path[-1] + rng.uniform(-change.walk_step, change.walk_step), low), high))
+    return path[steps]
 
 
 @dataclass(frozen=True)
@@ -126,6 +142,18 @@ class Scenario:
 
     def rate_steps(self) -> list[tuple[float, float]]:
         """The load as the test job's step schedule: ``(offset s, records/s)``, noise included."""
+        return list(self._steps())
+
+    def _steps(self) -> tuple[tuple[float, float], ...]:
+        """The schedule, sampled once per scenario: a long simulated run's judge reads it every epoch."""
+        cached = self.__dict__.get("_sampled")
+        if cached is None:
+            cached = tuple(self._sample_steps())
+            object.__setattr__(self, "_sampled", cached)  # a cache, not a field (the dataclass is frozen)
+            object.__setattr__(self, "_times", [t for t, _ in cached])
+        return cached
+
+    def _sample_steps(self) -> list[tuple[float, float]]:
         rng = random.Random(self.seed)
         steps: list[tuple[float, float]] = []
         t = 0.0
@@ -143,19 +171,31 @@ class Scenario:
                 t = min([t + self.resolution_s] + [b for b in boundaries if b > t])
         return steps
 
+    def _window(self, start_s: float, end_s: float) -> list[tuple[float, float, float]]:
+        """The steps that overlap ``[start_s, end_s)``: (from, to, rate)."""
+        steps = self._steps()
+        times = self.__dict__["_times"]
+        first = max(bisect.bisect_right(times, start_s) - 1, 0)
+        out = []
+        for k in range(first, len(steps)):
+            t, r = steps[k]
+            nxt = steps[k + 1][0] if k + 1 < len(steps) else math.inf
+            if t >= end_s:
+                break
+            if nxt > start_s:
+                out.append((t, nxt, r))
+        return out
+
     def rate_over(self, start_s: float, end_s: float) -> float:
         """The highest scheduled rate in ``[start_s, end_s)`` (offsets since the schedule's start)."""
-        steps = self.rate_steps()
-        inside = [r for (t, r), nxt in zip(steps, [*steps[1:], (math.inf, 0)], strict=True) if t < end_s and nxt[0] > start_s]
-        return max(inside, default=0.0)
+        return max((r for _, _, r in self._window(start_s, end_s)), default=0.0)
 
     def mean_rate(self, start_s: float, end_s: float) -> float:
         """The scheduled rate averaged over ``[start_s, end_s)`` (what a window should have carried)."""
-        steps = self.rate_steps()
-        total = 0.0
-        for (t, r), nxt in zip(steps, [*steps[1:], (math.inf, 0)], strict=True):
-            total += r * max(min(end_s, nxt[0]) - max(start_s, t), 0.0)
-        return total / (end_s - start_s) if end_s > start_s else 0.0
+        if end_s <= start_s:
+            return 0.0
+        total = sum(r * max(min(end_s, b) - max(start_s, a), 0.0) for a, b, r in self._window(start_s, end_s))
+        return total / (end_s - start_s)
 
     def job_args(self, job_name: str, schedule_start_ms: int) -> list[str]:
         """The test job's program arguments for this workload (its parallelism args not included)."""

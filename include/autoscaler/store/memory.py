@@ -26,15 +26,28 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._epochs: dict[tuple[str, str], dict[int, pa.Table]] = {}
+        # Every epoch of a (table, job) in one chunk per column, until the next write: Arrow's compute
+        # functions pay per chunk, and the rules read a job's whole ACTIONS at every epoch.
+        self._whole: dict[tuple[str, str], pa.Table] = {}
 
     def write_epochs(self, table: Table, job: str, data: pa.Table) -> list[int]:
         """Replace the epochs ``data`` holds (idempotent per epoch, as the Parquet store)."""
-        from autoscaler.store.parquet import conform, validate_job_name
+        from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, conform, validate_job_name  # parquet.py imports this module
 
         validate_job_name(job)
-        rows = conform(table, data, source=f"{table.name} rows for job {job!r}")
+        full = table.arrow_schema()
+        if data.schema.equals(full) and pc.all(pc.equal(data.column("job"), job)).as_py():
+            # Already the table's full schema (a collector's or a policy's rows): checked, then stored as they are.
+            conform(table, data.drop_columns(["job", "epoch_block"]), source=f"{table.name} rows for job {job!r}")
+            rows = data
+        else:
+            rows = conform(table, data, source=f"{table.name} rows for job {job!r}")
+            rows = rows.append_column("job", pa.array([job] * rows.num_rows, pa.string()))
+            rows = rows.append_column("epoch_block", pc.divide(rows.column("epoch"), EPOCH_BLOCK_SIZE).cast(pa.int64()))
+            rows = rows.select(table.names).cast(full)  # stored as read: the table's full schema
         epochs = rows.column("epoch").to_pylist()
         stored = self._epochs.setdefault((table.name, job), {})
+        self._extend_whole((table.name, job), rows, min(epochs) > max(stored, default=min(epochs) - 1))
         if len(set(epochs)) == 1:
             stored[epochs[0]] = rows
             return epochs[:1]
@@ -42,22 +55,32 @@ class MemoryStore:
             stored[epoch] = rows.filter(pc.equal(rows.column("epoch"), epoch))
         return sorted(set(epochs))
 
+    def _extend_whole(self, key: tuple[str, str], rows: pa.Table, appended: bool) -> None:
+        """Keep the whole table of ``key`` when the write only appends newer epochs (the live case); drop it otherwise."""
+        whole = self._whole.get(key)
+        if whole is None or not appended:
+            self._whole.pop(key, None)
+            return
+        whole = pa.concat_tables([whole, rows])
+        self._whole[key] = whole.combine_chunks() if whole.column(0).num_chunks > 32 else whole
+
     def read_epochs(
         self, table: Table, job: str, epochs: Iterable[int] | None = None, columns: Sequence[str] | None = None
     ) -> pa.Table:
         """Rows of one job (all epochs, or the given ones), with ``job`` and ``epoch_block`` filled in."""
-        from autoscaler.store.parquet import EPOCH_BLOCK_SIZE  # here: parquet.py imports this module
-
         stored = self._epochs.get((table.name, job), {})
-        keys = sorted(stored) if epochs is None else sorted(e for e in set(epochs) if e in stored)
-        names = table.names if columns is None else [n for n in table.names if n in columns or n == "epoch"]
-        schema = pa.schema([table.arrow_schema().field(n) for n in names])
-        if not keys:
-            return schema.empty_table()
-        data = pa.concat_tables([stored[e] for e in keys])
-        data = data.append_column("job", pa.array([job] * data.num_rows, pa.string()))
-        data = data.append_column("epoch_block", pc.divide(data.column("epoch"), EPOCH_BLOCK_SIZE).cast(pa.int64()))
-        return data.select(names).cast(schema)
+        if epochs is None:
+            data = self._whole.get((table.name, job))
+            if data is None:
+                parts = [stored[e] for e in sorted(stored)]
+                data = pa.concat_tables(parts).combine_chunks() if parts else table.arrow_schema().empty_table()
+                self._whole[(table.name, job)] = data
+        else:
+            keys = sorted(e for e in set(epochs) if e in stored)
+            data = pa.concat_tables([stored[e] for e in keys]) if keys else table.arrow_schema().empty_table()
+        if columns is None:
+            return data
+        return data.select([n for n in table.names if n in columns or n == "epoch"])
 
     def epochs(self, table: Table, job: str) -> list[int]:
         return sorted(self._epochs.get((table.name, job), {}))

@@ -78,6 +78,9 @@ def conform(table: Table, data: pa.Table, source: str) -> pa.Table:
 
     A nullable column the rows lack is filled with nulls (a column added to the schema later).
     """
+    target = table.arrow_schema(with_partitions=False)
+    if data.schema.equals(target) and not any(data.column(f.name).null_count for f in target if not f.nullable):
+        return data
     missing = [c.name for c in table.data_columns if c.name not in data.column_names and not c.nullable]
     if missing:
         raise InputError(source, f"{table.name} rows lack columns {missing}")

@@ -8,6 +8,7 @@ one directory per epoch); partition columns live in the directory names, not in 
 
 from __future__ import annotations
 
+
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -55,8 +56,14 @@ class Table:
         return [c for c in self.columns if c.name not in self.partition_by]
 
     def arrow_schema(self, with_partitions: bool = True) -> pa.Schema:
-        cols = self.columns if with_partitions else self.data_columns
-        return pa.schema([pa.field(c.name, _ARROW_TYPES[c.type], nullable=c.nullable) for c in cols])
+        """The table's Arrow schema, built once per table (a store in memory asks for it at every read and write)."""
+        key = f"_arrow_schema_{with_partitions}"
+        schema = self.__dict__.get(key)
+        if schema is None:
+            cols = self.columns if with_partitions else self.data_columns
+            schema = pa.schema([pa.field(c.name, _ARROW_TYPES[c.type], nullable=c.nullable) for c in cols])
+            object.__setattr__(self, key, schema)  # a cache, not a field (the dataclass is frozen)
+        return schema
 
     def spark_types(self) -> list[tuple[str, str]]:
         """(column, Spark SQL type) in table order, partition columns included."""
