@@ -18,11 +18,13 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,8 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
 from autoscaler.lab.sim import fidelity as F  # noqa: E402
+from autoscaler.lab.sim import sweep as S  # noqa: E402
 from autoscaler.lab.sim.calibration import calibrate  # noqa: E402
-from autoscaler.lab.sim.report import fidelity_md  # noqa: E402
+from autoscaler.lab.sim.plot import frontier_png  # noqa: E402
+from autoscaler.lab.sim.report import fidelity_md, sweep_md  # noqa: E402
 
 BENCH = ROOT / "benchmarks"
 SIM = BENCH / "sim"
@@ -126,6 +130,43 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(BENCH))
+    from harness import machine
+
+    paths = sorted((SIM / "scenarios").glob("*/*.yaml"))
+    if args.families:
+        paths = [p for p in paths if p.parent.name in args.families.split(",")]
+    chosen = S.variants(args.frontier)
+    seeds = range(1, args.seeds + 1)
+    t0 = time.time()
+    records = S.sweep(paths, chosen, seeds, BENCH / "ground-truth.json", SIM / "calibration.json", args.workers)
+    wall = time.time() - t0
+    epochs = sum(r["epochs"] for r in records)
+    cpu = sum(r["cpu_s"] for r in records)
+    name = args.name or ("frontier" if args.frontier else "sweep")
+    families = {"all": S.points(records), **{f: S.points(records, f) for f in ("train", "check")}}
+    hours = sum(r["hours"] for r in records)
+    lines = [f"{len(paths)} scenarios ({', '.join(sorted({p.parent.name for p in paths}))}) x {len(chosen)} variants x "
+             f"{len(seeds)} seeds = {len(records)} runs, {hours:,.0f} simulated hours, {epochs:,} epochs;",
+             f"wall {wall:.0f} s on {args.workers or os.cpu_count()} processes ({cpu:.0f} CPU-s in the runs, "
+             f"{1000 * cpu / max(epochs, 1):.1f} ms per epoch); commit {git('rev-parse', '--short', 'HEAD')}; "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+             "Cost is instance-seconds over the floor (an oracle that runs the fewest sustaining instances every "
+             "epoch, without restarts); late is the time the sources owed more than a second of input."]  # fmt: skip
+    conditions = {**machine(), "wall_s": round(wall, 1), "runs": len(records), "epochs": epochs, "cpu_s": round(cpu, 1),
+                  "commit": git("rev-parse", "HEAD"), "seeds": len(seeds),
+                  "scenarios": [str(p.relative_to(ROOT)) for p in paths]}  # fmt: skip
+    (SIM / f"{name}.json").write_text(json.dumps({"conditions": conditions, "points": families, "runs": records},
+                                                 indent=1, default=str) + "\n")  # fmt: skip
+    (SIM / f"{name}.md").write_text(sweep_md(f"Simulated sweep: {name}", families, lines))
+    for family, points in families.items():
+        frontier_png(points, f"{name}: {family} scenarios ({len(seeds)} seeds)", SIM / f"{name}-{family}.png")
+    print("\n".join(lines))
+    print(sweep_md(name, {"all": families["all"]}, []))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -136,6 +177,13 @@ def main() -> int:
     f = sub.add_parser("fidelity", help="replay every honest real run, closed and open loop")
     f.add_argument("--workers", type=int, default=2)
     f.set_defaults(func=cmd_fidelity)
+    w = sub.add_parser("sweep", help="every kind on every simulated scenario with the same seeds")
+    w.add_argument("--frontier", action="store_true", help="every value of each kind's headroom knob, not only its default")
+    w.add_argument("--seeds", type=int, default=10)
+    w.add_argument("--families", help="train, check or both (default: both)")
+    w.add_argument("--workers", type=int)
+    w.add_argument("--name", help="results file name under benchmarks/sim/ (default: sweep or frontier)")
+    w.set_defaults(func=cmd_sweep)
     args = parser.parse_args()
     return args.func(args)
 

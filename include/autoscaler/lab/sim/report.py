@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 CHECKS = ("sequence", "instance_seconds", "under_provisioned", "drain")
@@ -62,3 +62,17 @@ def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
             f"{_s(real['drain_s'])} / {_s(sim['drain_s'])} | {100 * r['open_loop']['achieved_err']:.1f} % |"
         )
     return "\n".join(lines) + "\n"
+
+
+def sweep_md(title: str, families: Mapping[str, Mapping[str, Mapping[str, Any]]], lines: Sequence[str]) -> str:
+    """A sweep's points per family (train, check, all): one row per variant."""
+    out = [f"# {title}", "", *lines, ""]
+    for family, points in families.items():
+        out += [f"## {family}", "", "| variant | runs | cost / floor | late (% of time) | under-provisioned (% of time) "
+                "| rescales per hour | restart debt (s per hour) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for label, p in sorted(points.items(), key=lambda kv: (kv[1]["kind"], kv[0])):
+            name = f"**{label}**" if p["default"] else label
+            out.append(f"| {name} | {p['runs']} | {p['cost']:.3f} | {p['late_pct']:.2f} | {p['under_pct']:.2f} "
+                       f"| {p['rescales_per_h']:.2f} | {p['restart_debt_s_per_h']:.1f} |")  # fmt: skip
+        out.append("")
+    return "\n".join(out)
