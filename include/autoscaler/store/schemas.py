@@ -8,7 +8,6 @@ one directory per epoch); partition columns live in the directory names, not in 
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 
 import pyarrow as pa
