@@ -3,7 +3,8 @@
     .venv/bin/python scripts/ds2_sim.py calibrate      # benchmarks/sim/calibration.json from the real runs
     .venv/bin/python scripts/ds2_sim.py fidelity       # every honest real run replayed: benchmarks/sim/fidelity.{json,md}
     .venv/bin/python scripts/ds2_sim.py run SCENARIO.yaml --kind KIND [--seed N] [--set key=value ...]
-    .venv/bin/python scripts/ds2_sim.py sweep [--quick] # the frontier sweep: benchmarks/sim/sweep-*.{json,md}, frontier PNGs
+    .venv/bin/python scripts/ds2_sim.py sweep [--frontier] [--seeds N]  # benchmarks/sim/{sweep,frontier}.{json,md,*.png}
+    .venv/bin/python scripts/ds2_sim.py guard [--record]   # the small sweep make test holds each kind's point to
 
 ``fidelity`` replays each real run with the policy it ran: the run's commit is read from its
 folder's README ("frozen clone at X", or a line naming its scenario and "commit X"), else it is the
@@ -167,6 +168,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_guard(args: argparse.Namespace) -> int:
+    from autoscaler.lab.sim import guard
+
+    now, before = guard.guard_points(), guard.read_record()
+    for label, point in sorted(now.items()):
+        old = before.get(label, {})
+        moved = {k: (old.get(k), v) for k, v in point.items() if old.get(k) != v and k != "fingerprint"}
+        print(f"{label}: cost {point['cost']:.3f}, late {point['late_pct']:.2f} %"
+              + (f"; moved: {moved}" if moved else "; unmoved") + ("" if old.get("fingerprint") == point["fingerprint"]
+                                                                 else " (its code changed)"))  # fmt: skip
+    if args.record:
+        guard.write_record(now)
+        print(f"recorded in {guard.RECORD}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -184,6 +201,9 @@ def main() -> int:
     w.add_argument("--workers", type=int)
     w.add_argument("--name", help="results file name under benchmarks/sim/ (default: sweep or frontier)")
     w.set_defaults(func=cmd_sweep)
+    g = sub.add_parser("guard", help="the frontier guard's points (make test checks them): show, or --record")
+    g.add_argument("--record", action="store_true")
+    g.set_defaults(func=cmd_guard)
     args = parser.parse_args()
     return args.func(args)
 

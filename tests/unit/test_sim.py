@@ -1,0 +1,126 @@
+"""The lab's simulator: its model against what was measured on Flink, its store, and the loop it runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from autoscaler.errors import InputError
+from autoscaler.lab.ground_truth import GroundTruth
+from autoscaler.lab.scenario import load_scenario, parse_scenario
+from autoscaler.lab.sim import fidelity
+from autoscaler.lab.sim.calibration import Calibration
+from autoscaler.lab.sim.job import OperatorModel, operator_models
+from autoscaler.lab.sim.keys import instance_shares, key_group
+from autoscaler.lab.sim.loop import simulate
+from autoscaler.lab.sim.sweep import model_truth, seeded
+from autoscaler.store.memory import MemoryStore
+from autoscaler.store.parquet import read_epochs, write_epochs
+from autoscaler.store.schemas import ACTIONS, DECISIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+TRUTH = GroundTruth(BENCH / "ground-truth.json")
+CALIBRATION = Calibration.read(BENCH / "sim" / "calibration.json")
+FIXTURES = ROOT / "tests" / "fixtures" / "sim"
+
+
+def test_key_groups_are_flinks_own():
+    """Flink 2.3's KeyGroupRangeAssignment.assignToKeyGroup answered these for Integer keys 0..9999 (128 groups)."""
+    flink = [int(line) for line in (FIXTURES / "key-groups-10000-128.txt").read_text().split()]
+    assert [key_group(k, 128) for k in range(10_000)] == flink
+
+
+@pytest.mark.parametrize("curve", ["Count/175us-wait-skew0", "Count/175us-wait-skew0.3"])
+def test_the_one_instance_rate_and_the_key_groups_predict_every_measured_point_within_1_percent(curve):
+    measured = TRUTH.curves[curve]
+    model = OperatorModel("Count", {1: measured.throughput[1]}, keyed=True, skew=measured.cost.skew)
+    for p, rate in measured.throughput.items():
+        assert model.capacity(p) == pytest.approx(rate, rel=0.01), p
+
+
+def test_a_skewed_instance_holds_the_hot_key_and_shares_add_up():
+    shares = instance_shares(4, 10_000, 128, 0.3)
+    assert sum(shares) == pytest.approx(1.0)
+    assert max(shares) > 0.3 + 0.7 / 4 - 0.02
+
+
+def test_a_cpu_bound_operator_past_its_measured_points_takes_no_more_than_its_plateau():
+    curve = TRUTH.curves["Count/100us-cpu-skew0"]
+    model = OperatorModel("Count", dict(curve.throughput), keyed=True, cpu=True)
+    assert model.capacity(8) == pytest.approx(max(curve.throughput.values()))
+
+
+def test_the_memory_store_keeps_the_parquet_stores_contract(tmp_path):
+    """The same writes through read_epochs/write_epochs give the same reads, on disk and in memory."""
+    rows = [{"job": "j", "epoch": e, "action_id": f"a{e}", "mechanism": "savepoint-restart", "old_parallelism": "{}",
+             "new_parallelism": "{}", "outcome": "noop", "message": "m", "started_at": pa.scalar(0, pa.timestamp("us", "UTC")),
+             "downtime_s": None} for e in (5, 6, 7)]  # fmt: skip
+    rows = [{**r, "started_at": r["started_at"].as_py()} for r in rows]
+    again = [{**rows[1], "message": "replaced"}]
+    memory = MemoryStore()
+    for store in (tmp_path, memory):
+        write_epochs(store, ACTIONS, "j", pa.Table.from_pylist(rows))
+        write_epochs(store, ACTIONS, "j", pa.Table.from_pylist(again))  # idempotent per epoch: replaces 6 only
+    disk, mem = read_epochs(tmp_path, ACTIONS, "j"), read_epochs(memory, ACTIONS, "j")
+    assert mem.schema.equals(disk.schema)
+    assert mem.to_pylist() == disk.to_pylist()
+    assert [r["message"] for r in mem.to_pylist()] == ["m", "replaced", "m"]
+    assert read_epochs(memory, ACTIONS, "j", [7], columns=["outcome"]).to_pylist() == [{"epoch": 7, "outcome": "noop"}]
+    with pytest.raises(InputError, match="lack columns"):
+        write_epochs(memory, ACTIONS, "j", pa.table({"epoch": [1]}))
+
+
+SCENARIO = {
+    "name": "sim-step", "interval": "30s", "duration": "600s",
+    "operators": {"Parse": {"cost_us": 20}, "Count": {"cost_us": 175}},
+    "source": {"partitions": 8, "backlog": True, "initial_parallelism": 2},
+    "initial_parallelism": {"Parse": 1, "Count": 1, "Sink: Writer": 1},
+    "schedule": [{"at": "0s", "rate": 20000}, {"at": "300s", "rate": 8000}],
+}  # fmt: skip
+
+
+def test_a_closed_loop_runs_the_production_rules_and_is_the_same_for_the_same_seed():
+    scenario = parse_scenario(SCENARIO, "test")
+    one = simulate(scenario, "ds2", TRUTH, CALIBRATION, seed=3)
+    again = simulate(scenario, "ds2", TRUTH, CALIBRATION, seed=3)
+    assert [(r.outcome, r.parallelism, r.new_parallelism) for r in one.rows] == [
+        (r.outcome, r.parallelism, r.new_parallelism) for r in again.rows
+    ]
+    rescaled = [i for i, r in enumerate(one.rows) if r.outcome == "succeeded"]
+    assert rescaled and rescaled[0] == 0  # DS2 sizes Count at the first epoch: 20,000 r/s need 4
+    assert one.rows[1].warmup  # the next window spans the restart: the collector marks it, nothing decides on it
+    decided = read_epochs(one.store, DECISIONS, one.job.name)
+    assert decided.num_rows == 4 * len(one.rows)  # every epoch decided by the kind's own function, per operator
+    first = one.rows[0].new_parallelism["Count"]
+    assert TRUTH.curves["Count/175us-wait-skew0"].throughput[first] >= 20_000
+    assert one.rows[-1].parallelism["Count"] < first  # the 8,000 r/s phase scales down
+
+
+def test_seeds_change_the_load_and_the_timings_not_the_scenario():
+    scenario = load_scenario(BENCH / "sim" / "scenarios" / "train" / "noise.yaml")
+    a, b = seeded(scenario, 1), seeded(scenario, 2)
+    assert a.rate_steps() != b.rate_steps()
+    assert dataclasses.replace(a, seed=b.seed) == b
+
+
+def test_the_open_loop_reproduces_a_real_runs_epochs():
+    """A committed real run with its own rescales imposed: the simulated epochs measure what Flink measured."""
+    real = fidelity.read_real_run(BENCH / "lab-ds2plus-r14" / "diurnal-sine" / "ds2_plus" / "result.json")
+    scenario = load_scenario(BENCH / "scenarios" / "diurnal-sine.yaml")
+    run = simulate(scenario, real.kind, TRUTH, CALIBRATION, 1, script=fidelity.open_loop_script(real))
+    errors = fidelity.open_loop_errors(real, run.rows)
+    assert errors["epochs"] >= 10
+    assert errors["achieved_err"] < 0.03 and errors["arrival_err"] < 0.03
+
+
+def test_model_truth_extends_the_curves_to_every_parallelism():
+    scenario = load_scenario(BENCH / "sim" / "scenarios" / "train" / "skew.yaml")
+    truth = model_truth(TRUTH, [scenario])
+    models = operator_models(scenario, TRUTH)
+    curve = truth.curve("Count", scenario.cost("Count"))
+    assert sorted(curve.throughput) == list(range(1, 9))
+    assert curve.throughput[8] == models["Count"].capacity(8)
