@@ -49,6 +49,7 @@ from harness import machine, machine_line, write_results
 from autoscaler.config.options import MAX_LATE_EPOCHS, POLICY_KINDS
 from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.bounds import floors_table
+from autoscaler.lab.epochs_record import epoch_record
 from autoscaler.lab.replay import replay
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
@@ -244,6 +245,10 @@ def write_result(scenario: Scenario, policy: str, inputs: str, rows: list[EpochR
                " (records out plus the growth of pendingRecords, as production sees them)")
             + f". Conditions: {machine_line(conditions)}.")  # fmt: skip
     (out / "report.md").write_text(report_md(result, loop_report.table(rows, OPERATORS), text))
+    if conditions.get("store") and conditions.get("job"):  # the per-epoch record the simulator replays
+        epochs = run_epochs(scenario, start.timestamp())
+        record = epoch_record(Path(conditions["store"]), conditions["job"], epochs)
+        (out / "epochs.json").write_text(json.dumps(record, indent=None, separators=(",", ":"), default=str) + "\n")
     tmp = out / ".result.json.tmp"
     tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
     tmp.replace(out / "result.json")  # last: a result.json means the run is complete
