@@ -5,7 +5,7 @@
                                               [--policies ds2_plus --runs 3]
     .venv/bin/python scripts/ds2_lab.py compare DIR ...
     .venv/bin/python scripts/ds2_lab.py replay data/lab/<scenario>-<kind> ...   # what a policy change moves
-    .venv/bin/python scripts/ds2_lab.py ground-truth SCENARIO.yaml ...
+    .venv/bin/python scripts/ds2_lab.py ground-truth SCENARIO.yaml ... [--remeasure]
 
 ``run`` is a closed loop on this machine: its own Flink, the warm Spark engine, PostgreSQL and
 Airflow (scheduler, triggerer, ...) with one registered job per policy, all on the scenario's
@@ -116,9 +116,13 @@ def interference(out: Path) -> None:
     log("\n".join(lines))
 
 
-def ensure_ground_truth(stack: Stack, scenarios: list[Scenario], truth: gt.GroundTruth) -> None:
+def ensure_ground_truth(stack: Stack, scenarios: list[Scenario], truth: gt.GroundTruth, again: bool = False) -> None:
+    """Measure the curves the scenarios need and the cache lacks (``again``: every one they need, anew)."""
     for scenario in scenarios:
-        for op, cost in truth.missing(scenario).items():
+        todo = gt.operator_costs(scenario) if again else truth.missing(scenario)
+        for op, cost in todo.items():
+            if again and gt.curve_key(op, cost) in truth.curves and truth.curves[gt.curve_key(op, cost)].samples:
+                continue  # already re-measured with its samples (a resumed run)
             enough = 1.25 * max(max(r for _, r in scenario.rate_steps()), 1)
             log(f"measuring the ground truth of {gt.curve_key(op, cost)} (up to {enough:,.0f} records/s)")
             curve = gt.measure_curve(op, cost, throughput_at(stack, op), scenario.max_parallelism[op], enough, log)
@@ -362,6 +366,7 @@ def main() -> int:
     rp.add_argument("runs", type=Path, nargs="+", help=f"runs' stack folders (default place: {WORK}/<scenario>-<kind>)")
     g = sub.add_parser("ground-truth", help="measure the ground-truth curves these scenarios need")
     g.add_argument("scenarios", type=Path, nargs="+")
+    g.add_argument("--remeasure", action="store_true", help=f"measure every curve they need anew, {gt.SAMPLES} samples a point")
     for p in (r, s, g, j, f):
         p.add_argument("--ground-truth", type=Path, default=GROUND_TRUTH, help="the curves' cache (JSON)")
     args = parser.parse_args()
@@ -415,9 +420,11 @@ def main() -> int:
         stack = Stack(WORK / "ground-truth", free_port(8081), 0, {"FLINK_SLOTS": "16"})
         try:
             stack.flink_up()
-            ensure_ground_truth(stack, scenarios, truth)
+            ensure_ground_truth(stack, scenarios, truth, again=args.remeasure)
         finally:
             stop(stack)
+        for scenario in scenarios:
+            print(f"{scenario.name}: knife edges: {'; '.join(gt.knife_edges(scenario, truth)) or 'none'}")
         return 0
     paths = args.scenarios or sorted(SCENARIOS.glob("*.yaml"))
     kinds = args.policies.split(",") if args.policies else list(POLICY_KINDS)

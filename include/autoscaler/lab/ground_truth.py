@@ -13,9 +13,10 @@ operator and cost, so a sweep measures each once.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,19 @@ SATURATING_RATE = 200_000  # records/s the source owes: far above what any teste
 WARMUP_S = 8.0
 MEASURE_S = 10.0
 PLATEAU_GAIN = 0.05  # a parallelism that adds less than 5 % twice in a row ends the curve
+SAMPLES = 3  # runs per point: the median of three is robust to one disturbed run
+KNIFE_EDGE = 0.05  # a point within 5 % of the rate it must carry decides a judgement by noise
 
 
 @dataclass(frozen=True)
 class Curve:
-    """Measured throughput (records/s in) of one operator cost at each parallelism."""
+    """Measured throughput (records/s in) of one operator cost at each parallelism: the median of its samples."""
 
     operator: str
     cost: OperatorCost
     throughput: Mapping[int, float]
     measured_at: str = ""
+    samples: Mapping[int, tuple[float, ...]] = field(default_factory=dict)  # every measurement, when kept
 
     @property
     def key(self) -> str:
@@ -53,9 +57,12 @@ class Curve:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return {"operator": self.operator, "cost_us": self.cost.cost_us, "mode": self.cost.mode, "skew": self.cost.skew,
-                "throughput": {str(p): round(v, 1) for p, v in sorted(self.throughput.items())},
-                "measured_at": self.measured_at}  # fmt: skip
+        out = {"operator": self.operator, "cost_us": self.cost.cost_us, "mode": self.cost.mode, "skew": self.cost.skew,
+               "throughput": {str(p): round(v, 1) for p, v in sorted(self.throughput.items())},
+               "measured_at": self.measured_at}  # fmt: skip
+        if self.samples:
+            out["samples"] = {str(p): [round(v, 1) for v in vs] for p, vs in sorted(self.samples.items())}
+        return out
 
 
 def curve_key(operator: str, cost: OperatorCost) -> str:
@@ -80,8 +87,9 @@ class GroundTruth:
                 self.conditions = data.get("conditions", {})
                 for key, c in data["curves"].items():
                     cost = OperatorCost(float(c["cost_us"]), c["mode"], float(c["skew"]))
+                    samples = {int(p): tuple(float(v) for v in vs) for p, vs in c.get("samples", {}).items()}
                     self.curves[key] = Curve(c["operator"], cost, {int(p): float(v) for p, v in c["throughput"].items()},
-                                             c.get("measured_at", ""))  # fmt: skip
+                                             c.get("measured_at", ""), samples)  # fmt: skip
             except (ValueError, KeyError, TypeError) as exc:
                 raise InputError(str(path), f"not a ground-truth cache: {exc}") from None
 
@@ -131,23 +139,49 @@ def measure_curve(
     max_parallelism: int,
     enough: float,
     log: Callable[[str], None] = print,
+    samples: int = SAMPLES,
 ) -> Curve:
     """Measure ``operator``'s throughput at 1, 2, ... instances until it reaches ``enough``
-    records/s, stops gaining (a plateau), or reaches ``max_parallelism``.
+    records/s, stops gaining (a plateau), or reaches ``max_parallelism``; each point is the median of
+    ``samples`` runs of the job, all of them kept.
 
     ``throughput_at(args)`` runs the test job with those arguments and returns the operator's
     measured input rate (see ``scripts/ds2_lab.py``).
     """
     points: dict[int, float] = {}
+    taken: dict[int, tuple[float, ...]] = {}
     flat = 0
     for p in range(1, max_parallelism + 1):
-        rate = throughput_at(isolation_args(operator, cost, p, f"ground-truth-{p}"))
-        points[p] = rate
-        log(f"ground truth {curve_key(operator, cost)}: parallelism {p} takes {rate:,.0f} records/s")
+        taken[p] = tuple(throughput_at(isolation_args(operator, cost, p, f"ground-truth-{p}-{k}")) for k in range(samples))
+        rate = points[p] = statistics.median(taken[p])
+        log(f"ground truth {curve_key(operator, cost)}: parallelism {p} takes {rate:,.0f} records/s "
+            f"(median of {', '.join(f'{v:,.0f}' for v in taken[p])})")  # fmt: skip
         if rate >= enough:
             break
         previous = points.get(p - 1)
         flat = flat + 1 if previous and rate < previous * (1 + PLATEAU_GAIN) else 0
         if flat >= 2:
             break
-    return Curve(operator, cost, points, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return Curve(operator, cost, points, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), taken)
+
+
+def knife_edges(scenario: Scenario, truth: GroundTruth, margin: float = KNIFE_EDGE) -> list[str]:
+    """The ground-truth points of ``scenario`` that decide its judgement by less than ``margin``: for each
+    rate its schedule holds (each step's rate, a swing's peak), the fewest instances that carry it take
+    less than ``margin`` more, or one instance fewer falls short by less than ``margin``."""
+    rates = sorted({round(c.rate + c.amplitude) for c in scenario.schedule} | {round(c.ramp_to) for c in scenario.schedule
+                                                                               if c.ramp_to is not None})  # fmt: skip
+    out = []
+    for op, cost in operator_costs(scenario).items():
+        curve = truth.curve(op, cost)
+        for rate in rates:
+            p = curve.minimum_parallelism(rate)
+            if p is not None and curve.throughput[p] < rate * (1 + margin):
+                out.append(
+                    f"{op} at {p} takes {curve.throughput[p]:,.0f} against {rate:,} ({curve.throughput[p] / rate - 1:+.1%})"
+                )
+            below = (p or max(curve.throughput) + 1) - 1
+            if below in curve.throughput and curve.throughput[below] > rate * (1 - margin) and below != p:
+                out.append(f"{op} at {below} takes {curve.throughput[below]:,.0f} against {rate:,} "
+                           f"({curve.throughput[below] / rate - 1:+.1%})")  # fmt: skip
+    return out
