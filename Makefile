@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
-.PHONY: setup demo demo-ui offline test test-faults test-lab test-fast lint bench bench-dag lab clean up down flink-install flink-up flink-up-adaptive flink-down \
+.PHONY: setup demo demo-ui offline test test-faults test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
 	prometheus-up prometheus-down prometheus-status cluster-up cluster-status cluster-down cluster-test
 
@@ -51,6 +51,17 @@ bench: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(PY) benchmarks/bench_policy.py
 bench-dag: setup
 	$(PY) benchmarks/bench_dag.py
+
+## The simulated lab (scripts/ds2_sim.py, docs/policy-lab.md): the production policy and decide code in a
+## closed loop against a model of the job. sim-sweep is the benchmark: 22 scenarios of 2-24 h x every kind
+## x 10 seeds (~10 min on 2 cores; benchmarks/sim/sweep.*); sim-frontier sweeps each kind's headroom knob
+## (benchmarks/sim/frontier.*, PNGs); sim-fidelity replays every stored real run (benchmarks/sim/fidelity.*).
+sim-sweep: setup
+	$(PY) scripts/ds2_sim.py sweep
+sim-frontier: setup
+	$(PY) scripts/ds2_sim.py sweep --frontier --seeds 3
+sim-fidelity: setup
+	$(PY) scripts/ds2_sim.py fidelity
 
 ## The policy lab's full sweep: every scenario under ds2, utilization and rules against measured ground
 ## truth (hours on 2 cores; resumable: finished results are kept). Results: benchmarks/lab/, docs/policy-lab.md.

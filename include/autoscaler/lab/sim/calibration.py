@@ -37,7 +37,6 @@ class Calibration:
     snapshot_delays_s: tuple[float, ...]
     decision_latency_s: float
     sample_age_s: float
-    step_s: float = 1.0  # the fluid model's longest step: a second, a thirtieth of the lab's interval
     sources: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -48,7 +47,7 @@ class Calibration:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return cls(tuple(data["downtimes_s"]), tuple(data["snapshot_delays_s"]), float(data["decision_latency_s"]),
-                       float(data["sample_age_s"]), float(data.get("step_s", 1.0)), dict(data.get("sources", {})))  # fmt: skip
+                       float(data["sample_age_s"]), dict(data.get("sources", {})))  # fmt: skip
         except FileNotFoundError:
             raise InputError(str(path), "no calibration: run 'scripts/ds2_sim.py calibrate'") from None
         except (ValueError, KeyError, TypeError) as exc:

@@ -1,6 +1,6 @@
 """The simulated test job: its source's backlog, each operator's measured capacity, and its counters.
 
-A fluid model, advanced in steps of at most ``step_s``, of the job the lab runs on Flink
+A fluid model, solved exactly between events (a load step, a snapshot, a decision, a restart), of the job the lab runs on Flink
 (``flink-job/``: a partitioned source, Parse, Count keyed by word, a sink, one record in per record
 out). Everything in it is measured or follows from how the job is written:
 
@@ -120,7 +120,8 @@ class JobModel:
         return limits[k], k
 
     def advance(self, dt: float, arrival: float) -> None:
-        """``dt`` seconds at ``arrival`` records/s."""
+        """``dt`` seconds at a constant ``arrival`` records/s, solved exactly: a job that owes records runs at its
+        capacity until they are worked off (or the time is up), then at the arrival rate."""
         if dt <= 0:
             return
         self.arrival = arrival
@@ -128,10 +129,20 @@ class JobModel:
             self._owe(self.backlog + arrival * dt, arrival)
             return
         cap, limiter = self.capacity()
-        wanted = arrival + self.backlog / dt
-        rate = min(wanted, cap)
+        if arrival >= cap or self.backlog <= 0:
+            rate = min(arrival, cap)
+            self._run(rate, dt, arrival, arrival > cap, limiter)
+            return
+        drained_in = self.backlog / (cap - arrival)  # owing, with room to spare: at capacity until drained
+        first = min(drained_in, dt)
+        self._run(cap, first, arrival, True, limiter)
+        if first < dt:
+            self.backlog = 0.0
+            self._run(arrival, dt - first, arrival, False, limiter)
+
+    def _run(self, rate: float, dt: float, arrival: float, limited: bool, limiter: int) -> None:
+        """``dt`` seconds of the job taking ``rate`` records/s (``limited``: at the capacity ``limiter`` sets)."""
         self._owe(self.backlog + (arrival - rate) * dt, arrival)
-        limited = rate < wanted * (1 - 1e-9)
         for k, op in enumerate(OPERATORS):
             blocked = limited and k < limiter  # upstream of what limits the job: waiting on its output
             self._book(op, rate * dt, dt, blocked)

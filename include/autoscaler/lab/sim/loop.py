@@ -85,8 +85,8 @@ def sim_job(scenario: Scenario, kind: str, policy: Mapping[str, Any] | None = No
 class _Clock:
     """Advances the model through the load's steps and the pending restart, never past an event."""
 
-    def __init__(self, model: JobModel, steps: list[tuple[float, float]], step_s: float) -> None:
-        self.model, self.step_s, self.t = model, step_s, 0.0
+    def __init__(self, model: JobModel, steps: list[tuple[float, float]]) -> None:
+        self.model, self.t = model, 0.0
         self.times, self.rates = [t for t, _ in steps], [r for _, r in steps]
         self.restart: tuple[float, dict[str, int]] | None = None
 
@@ -96,7 +96,7 @@ class _Clock:
     def run_to(self, target: float) -> None:
         while self.t < target - 1e-9:
             k = bisect.bisect_right(self.times, self.t)
-            nxt = min(target, self.t + self.step_s, self.times[k] if k < len(self.times) else target)
+            nxt = min(target, self.times[k] if k < len(self.times) else target)  # the model solves a constant load exactly
             if self.restart and self.restart[0] < nxt:
                 nxt = max(self.restart[0], self.t)
             self.model.advance(nxt - self.t, self.rate(self.t))
@@ -128,7 +128,7 @@ def simulate(
     model = JobModel(scenario, operator_models(scenario, truth), source_capacity(truth),
                      {SOURCE: scenario.source_parallelism, **{op: scenario.initial_parallelism.get(op, 1)
                                                                for op in PARALLELISM_ARGS}})  # fmt: skip
-    clock = _Clock(model, scenario.rate_steps(), calibration.step_s)
+    clock = _Clock(model, scenario.rate_steps())
     store = MemoryStore()
     topology = Snapshot(job.name, model.job_id, START, model.vertices(), EDGES, ()).topology()
     depth = policy_base.history_epochs(job.policy)
