@@ -143,6 +143,7 @@ def agreement(real: RealRun, sim_result: dict[str, Any], sim_rows: list[Any]) ->
     rd, sd = longest_drain(real.result), longest_drain(sim_result)
     drain_ok = (rd == sd) if math.inf in (rd, sd) else abs(rd - sd) <= interval
     return {
+        "epochs": len(real.epochs),
         "sequence": same_sequence(real.rescales(), sim_rescales),
         "instance_seconds": abs(sis - ris) <= 0.05 * ris,
         "under_provisioned": abs(st["under_provisioned_s"] - rt["under_provisioned_s"]) <= interval,
@@ -189,3 +190,32 @@ def open_loop_errors(real: RealRun, sim_rows: list[Any]) -> dict[str, float | in
         "bp_err": mean(bp),
         "achieved_err_max": max(achieved, default=math.nan),
     }
+
+
+CPU_BOUND = (
+    "CPU-bound Count: the model takes its curve measured alone (19,065 r/s at its plateau); inside the scenario's job the "
+    "real Count took 17,100-17,900 r/s at 5-8 instances (the other operators share the 2 cores), so the model drains sooner"
+)
+
+
+def why(r: dict[str, Any]) -> str:
+    """Why a replayed run disagrees with its real run, in words ('' when it agrees)."""
+    failed = [c for c in ("sequence", "instance_seconds", "under_provisioned", "drain") if not r[c]]
+    if not failed:
+        return ""
+    words = []
+    real, sim = r["real"]["rescales"], r["sim"]["rescales"]
+    if "sequence" in failed:
+        last = r.get("epochs", 15) - 1
+        if any(x[0] == last for x in real + sim) and same_sequence([x for x in real if x[0] < last],
+                                                                    [x for x in sim if x[0] < last]):  # fmt: skip
+            words.append("a rescale in the run's last epoch")
+        elif r.get("sequence_seeds"):
+            words.append(f"timing noise: the real sequence comes out in {r['sequence_seeds']} of {r['seeds']} seeds")
+        elif real and sim and real[0][:3] == sim[0][:3] and abs(real[0][3] - sim[0][3]) == 1:
+            words.append("the first size one instance apart (a knife edge of the first decision), then a different path")
+        else:
+            words.append("a different path")
+    if "drain" in failed and r["scenario"] == "cpu-bound":
+        words.append(CPU_BOUND)
+    return "; ".join(words) or "figures near a check's edge: " + ", ".join(failed)

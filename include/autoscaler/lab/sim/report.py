@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autoscaler.lab.sim.fidelity import why
+
 CHECKS = ("sequence", "instance_seconds", "under_provisioned", "drain")
 WORDS = {
     "sequence": "rescale sequence (op, from → to, epoch ± 1)",
@@ -50,7 +52,7 @@ def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
     lines += [head, "|" + "---|" * 13]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['run']} | {r.get('commit', '')} | not replayed: {r['error'][:120]} |" + " |" * 10)
+            lines.append(f"| {r['run']} | {r.get('commit', '')} | not replayed: {r['error'][:120]} |" + " |" * 11)
             continue
         marks = ["✓" if r[c] else "✗" for c in CHECKS]
         real, sim = r["real"], r["sim"]
@@ -59,7 +61,7 @@ def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
             f"{r.get('sequence_seeds', '')} of {r.get('seeds', '')} | "
             f"{_seq(real['rescales'])} | {_seq(sim['rescales'])} | "
             f"{_s(real['instance_seconds'])} / {_s(sim['instance_seconds'])} | {_s(real['under_s'])} / {_s(sim['under_s'])} | "
-            f"{_s(real['drain_s'])} / {_s(sim['drain_s'])} | {100 * r['open_loop']['achieved_err']:.1f} % |"
+            f"{_s(real['drain_s'])} / {_s(sim['drain_s'])} | {100 * r['open_loop']['achieved_err']:.1f} % | {why(r)} |"
         )
     return "\n".join(lines) + "\n"
 
