@@ -111,16 +111,19 @@ def lab_result(
             direction[op] = (sign, k)
 
     entries = []
+    settled: list[int] = []  # epochs in the sustained run that ends each load change: the cost after settling
     for k, change in enumerate(scenario.schedule):
         lo = change.at_s
         hi = changes[k + 1] if k + 1 < len(changes) else scenario.duration_s
         mine = [i for i, e in enumerate(per_epoch) if lo < e["end_s"] <= hi]
         done = [(i, r) for i, r in rescales if lo <= offset(r.rescaled_at) < hi]
         sustain = None
-        for j in range(len(mine)):
-            if all(per_epoch[i]["sustained"] for i in mine[j:]):
-                sustain = per_epoch[mine[j]]["end_s"] - lo
-                break
+        j = len(mine)  # the change's trailing run of sustained epochs starts at mine[j]
+        while j > 0 and per_epoch[mine[j - 1]]["sustained"]:
+            j -= 1
+        if j < len(mine):
+            sustain = per_epoch[mine[j]]["end_s"] - lo
+            settled += mine[j:]
         settled_from = offset(done[-1][1].rescaled_at) if done else lo
         final = dict(running[mine[-1]]) if mine else dict(initial)
         if mine and rows[mine[-1]].outcome == SUCCEEDED:
@@ -146,6 +149,15 @@ def lab_result(
             "downtime_s": round(sum(r.downtime_s or 0.0 for _, r in done), 2),
         })  # fmt: skip
     measured = [i for i, r in enumerate(rows) if r.measured]
+
+    def instance_seconds(epochs: list[int]) -> float:
+        return interval * sum(sum(per_epoch[i]["parallelism"].get(op, 0) for op in SCALED) for i in epochs)
+
+    def truth_seconds(epochs: list[int]) -> float:
+        return interval * sum(sum(n if n is not None else scenario.max_parallelism[op] for op, n in per_epoch[i]["need"].items())
+                              for i in epochs)  # fmt: skip
+
+    calm = [i for i in settled if rows[i].measured]
     totals = {
         "rescales": len(rescales),
         "oscillations": len(reversal_in),
@@ -154,11 +166,11 @@ def lab_result(
         "under_instances_end": sum(v or 0 for v in entries[-1]["under_instances"].values()) if entries else 0,
         "downtime_s": round(sum(e["downtime_s"] for e in entries), 2),
         "backlog_peak_records": max((e["backlog_peak_records"] or 0 for e in entries), default=0),
-        "instance_seconds": interval * sum(sum(per_epoch[i]["parallelism"].get(op, 0) for op in SCALED) for i in measured),
-        "ground_truth_instance_seconds": interval
-        * sum(
-            sum(n if n is not None else scenario.max_parallelism[op] for op, n in per_epoch[i]["need"].items()) for i in measured
-        ),
+        "instance_seconds": instance_seconds(measured),
+        "ground_truth_instance_seconds": truth_seconds(measured),
+        # After settling (each change's trailing sustained run) against the ground truth there; the rest is transient.
+        "settled_instance_seconds": instance_seconds(calm),
+        "settled_ground_truth_instance_seconds": truth_seconds(calm),
         "epochs": len(rows),
         "epochs_without_decision": sum(1 for r in rows if r.verdict in ("lost", "quarantined")),
         "sustained_epochs": sum(1 for e in per_epoch if e["sustained"]),

@@ -70,11 +70,15 @@ def sweep_md(title: str, families: Mapping[str, Mapping[str, Mapping[str, Any]]]
     """A sweep's points per family (train, check, all): one row per variant."""
     out = [f"# {title}", "", *lines, ""]
     for family, points in families.items():
-        out += [f"## {family}", "", "| variant | runs | cost / floor | late (% of time) | under-provisioned (% of time) "
-                "| rescales per hour | restart debt (s per hour) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        head = (
+            "| variant | runs | cost / floor | settled cost / floor | late (% of time) | under-provisioned (% of time) "
+            "| rescales per hour | restart debt (s per hour) |"
+        )
+        out += [f"## {family}", "", head, "|---|---|---|---|---|---|---|---|"]
         for label, p in sorted(points.items(), key=lambda kv: (kv[1]["kind"], kv[0])):
             name = f"**{label}**" if p["default"] else label
-            out.append(f"| {name} | {p['runs']} | {p['cost']:.3f} | {p['late_pct']:.2f} | {p['under_pct']:.2f} "
+            out.append(f"| {name} | {p['runs']} | {p['cost']:.3f} | {p['settled_cost']:.3f} | {p['late_pct']:.2f} "
+                       f"| {p['under_pct']:.2f} "
                        f"| {p['rescales_per_h']:.2f} | {p['restart_debt_s_per_h']:.1f} |")  # fmt: skip
         out.append("")
     return "\n".join(out)

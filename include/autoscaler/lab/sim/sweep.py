@@ -4,6 +4,8 @@ A **point** is one kind at one setting of its headroom knob, run on every scenar
 Its figures per run, all measured against the model's own truth (in the simulated world the model's
 capacity is the truth: :func:`model_truth`):
 
+- ``settled_cost``: the same after settling (each load change's trailing sustained epochs), beside it
+  what the transients (drains, restarts, late scale-downs) add to ``cost``;
 - ``cost``: instance-seconds over the **floor**, the instance-seconds of an oracle that runs, every
   epoch, exactly the fewest instances that sustain the epoch's highest rate, with no restart and no
   drain (``ground_truth_instance_seconds``). Every policy pays at least that, so 1.0 is unreachable and
@@ -123,6 +125,8 @@ def figures(run: Simulated) -> dict[str, float]:
         "cost": totals["instance_seconds"] / floor if floor else float("nan"),
         "instance_seconds": totals["instance_seconds"],
         "floor": floor,
+        "settled_instance_seconds": totals["settled_instance_seconds"],
+        "settled_floor": totals["settled_ground_truth_instance_seconds"],
         "late_s": late * interval,
         "under_s": totals["under_provisioned_s"],
         "rescales": totals["rescales"],
@@ -188,6 +192,8 @@ def points(records: Sequence[dict[str, Any]], family: str | None = None) -> dict
             "default": runs[0]["default"],
             "runs": len(runs),
             "cost": sum(r["cost"] for r in runs) / len(runs),
+            # After settling, over all the runs' settled epochs; the rest of the cost is the transients'.
+            "settled_cost": sum(r["settled_instance_seconds"] for r in runs) / max(sum(r["settled_floor"] for r in runs), 1.0),
             "late_pct": 100 * sum(r["late_s"] for r in runs) / (3600 * hours),
             "under_pct": 100 * sum(r["under_s"] for r in runs) / (3600 * hours),
             "rescales_per_h": sum(r["rescales"] for r in runs) / hours,
