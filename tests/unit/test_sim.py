@@ -124,3 +124,19 @@ def test_model_truth_extends_the_curves_to_every_parallelism():
     curve = truth.curve("Count", scenario.cost("Count"))
     assert sorted(curve.throughput) == list(range(1, 9))
     assert curve.throughput[8] == models["Count"].capacity(8)
+
+
+def test_a_runs_epoch_record_holds_what_the_collector_measured_and_what_was_done():
+    from autoscaler.lab.epochs_record import epoch_record
+
+    scenario = parse_scenario(SCENARIO, "test")
+    run = simulate(scenario, "ds2", TRUTH, CALIBRATION, seed=3)
+    first = run.rows[0].epoch
+    record = epoch_record(run.store, run.job.name, range(first, first + len(run.rows)))
+    assert len(record) == len(run.rows)
+    zero = record[0]
+    assert zero["operators"]["Count"]["parallelism"] == 1 and zero["operators"]["Count"]["busy_max"] > 0.95
+    assert zero["action"]["outcome"] == "succeeded" and zero["action"]["downtime_s"] in CALIBRATION.downtimes_s
+    assert zero["proposed"]["Count"] == run.rows[0].new_parallelism["Count"]
+    assert record[1]["warmup"] is True
+    assert zero["arrival"] == pytest.approx(20_000, rel=0.02)
