@@ -1,9 +1,9 @@
 """The simulated lab: the production policy and decide code in a closed loop against a model of the job.
 
     .venv/bin/python scripts/ds2_sim.py calibrate      # benchmarks/sim/calibration.json from the real runs
-    .venv/bin/python scripts/ds2_sim.py fidelity       # every honest real run replayed: benchmarks/sim/fidelity.{json,md}
+    .venv/bin/python scripts/ds2_sim.py fidelity       # every honest real run replayed: benchmarks/sim/fidelity.md (and .json)
     .venv/bin/python scripts/ds2_sim.py run SCENARIO.yaml --kind KIND [--seed N] [--set key=value ...]
-    .venv/bin/python scripts/ds2_sim.py sweep [--frontier] [--seeds N]  # benchmarks/sim/{sweep,frontier}.{json,md,*.png}
+    .venv/bin/python scripts/ds2_sim.py sweep [--frontier] [--seeds N]  # benchmarks/sim/sweep.md or frontier.md, .json, PNGs
     .venv/bin/python scripts/ds2_sim.py guard [--record]   # the small sweep make test holds each kind's point to
 
 ``fidelity`` replays each real run with the policy it ran: the run's commit is read from its
@@ -28,6 +28,8 @@ import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
@@ -168,6 +170,34 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """One simulated run: its epochs as the loop report prints them, then its figures."""
+    from autoscaler.errors import InputError
+    from autoscaler.lab.ground_truth import GroundTruth
+    from autoscaler.lab.scenario import load_scenario
+    from autoscaler.lab.sim.calibration import Calibration
+    from autoscaler.lab.sim.job import OPERATORS
+    from autoscaler.lab.sim.loop import simulate
+    from autoscaler.record.loop_report import table
+
+    policy = {}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set: expected key=value, got {item!r}")
+        policy[key] = yaml.safe_load(value)
+    try:
+        scenario = S.seeded(load_scenario(args.scenario), args.seed)
+        truth = GroundTruth(BENCH / "ground-truth.json")
+        run = simulate(scenario, args.kind, truth, Calibration.read(SIM / "calibration.json"), args.seed, policy,
+                       judge=S.model_truth(truth, [scenario]))  # fmt: skip
+    except InputError as exc:
+        raise SystemExit(f"{exc.source}: {exc.problem}") from None
+    print(table(run.rows, OPERATORS))
+    print(json.dumps(S.figures(run), indent=1))
+    return 0
+
+
 def cmd_guard(args: argparse.Namespace) -> int:
     from autoscaler.lab.sim import guard
 
@@ -201,6 +231,12 @@ def main() -> int:
     w.add_argument("--workers", type=int)
     w.add_argument("--name", help="results file name under benchmarks/sim/ (default: sweep or frontier)")
     w.set_defaults(func=cmd_sweep)
+    r = sub.add_parser("run", help="one scenario under one kind, its epochs and figures")
+    r.add_argument("scenario", type=Path)
+    r.add_argument("--kind", required=True, choices=S.KNOBS)
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="a policy option of the job (e.g. factor=0.2)")
+    r.set_defaults(func=cmd_run)
     g = sub.add_parser("guard", help="the frontier guard's points (make test checks them): show, or --record")
     g.add_argument("--record", action="store_true")
     g.set_defaults(func=cmd_guard)

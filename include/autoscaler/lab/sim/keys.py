@@ -5,7 +5,7 @@ instance ``g * parallelism // maxParallelism`` (Flink's ``KeyGroupRangeAssignmen
 keys and 128 key groups the groups hold 57 to 101 keys, so at 6 instances the busiest takes 17.9 %
 of the records, not 16.7 %: that, and not CPU contention, is why Count's measured throughput grows
 sublinearly. From the one-instance rate alone it gives every measured point of Count's curves
-within 1 % (``tests/unit/test_sim_model.py``). ``tests/fixtures/sim/key-groups-10000-128.txt`` holds
+within 1 % (``tests/unit/test_sim.py``). ``tests/fixtures/sim/key-groups-10000-128.txt`` holds
 what Flink 2.3's own ``KeyGroupRangeAssignment.assignToKeyGroup`` answers for keys 0..9999, and the
 test pins this module to it.
 
