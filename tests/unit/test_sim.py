@@ -140,3 +140,23 @@ def test_a_runs_epoch_record_holds_what_the_collector_measured_and_what_was_done
     assert zero["proposed"]["Count"] == run.rows[0].new_parallelism["Count"]
     assert record[1]["warmup"] is True
     assert zero["arrival"] == pytest.approx(20_000, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("line", "verdict", "count", "changes", "down"),
+    [
+        ("10:13:30      23,602    11,334 100%      2      1      2      1  rescaled    RESCALED Count→7 (4.3 s down)",
+         "rescaled", 2, {"Count": 7}, 4.3),
+        ("10:14:02           -   warm-up           2      1      7      1  noop        noop: epoch not decidable: warm-up",
+         "warm-up", 7, {}, None),
+        ("09:43:30           -         -           -      -      -      -  lost        no metrics: the run failed",
+         "lost", None, {}, None),
+        ("05:57:00      24,000    11,350 101%      2      1      2      1  rescaled    RESCALED Count→5, Parse→2 (3.4 s down)",
+         "rescaled", 2, {"Count": 5, "Parse": 2}, 3.4),
+    ],
+)  # fmt: skip
+def test_a_real_reports_epoch_lines_are_read_as_printed(line, verdict, count, changes, down):
+    epoch = fidelity.parse_epoch(line)
+    assert epoch is not None
+    assert (epoch.verdict, epoch.parallelism.get("Count"), epoch.changes, epoch.downtime_s) == (verdict, count, changes, down)
+    assert fidelity.parse_epoch("epoch end target r/s  achieved") is None
