@@ -160,3 +160,17 @@ def test_a_real_reports_epoch_lines_are_read_as_printed(line, verdict, count, ch
     assert epoch is not None
     assert (epoch.verdict, epoch.parallelism.get("Count"), epoch.changes, epoch.downtime_s) == (verdict, count, changes, down)
     assert fidelity.parse_epoch("epoch end target r/s  achieved") is None
+
+
+def test_two_epoch_records_are_compared_epoch_by_epoch():
+    """A run's epochs.json against itself differs by nothing; against another seed's, by what the timings move."""
+    from autoscaler.lab.epochs_record import epoch_record
+
+    scenario = parse_scenario(SCENARIO, "test")
+    a, b = (simulate(scenario, "ds2", TRUTH, CALIBRATION, seed=s) for s in (3, 4))
+    span = range(a.rows[0].epoch, a.rows[0].epoch + len(a.rows))
+    ra, rb = epoch_record(a.store, a.job.name, span), epoch_record(b.store, b.job.name, span)
+    same = fidelity.record_errors(ra, ra)
+    assert same["record_epochs"] >= 10 and same["busy_err"] == 0 and same["backlog_err_s"] == 0
+    other = fidelity.record_errors(ra, rb)
+    assert other["busy_err"] < 0.1

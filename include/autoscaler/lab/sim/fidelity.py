@@ -51,6 +51,7 @@ class RealRun:
     kind: str
     result: dict[str, Any]
     epochs: list[RealEpoch]
+    record: list[dict[str, Any]] | None = None  # its epochs.json, for the runs made since it is written
 
     def rescales(self) -> list[tuple[int, str, int, int]]:
         """(epoch index, operator, from, to) of every rescale, in order."""
@@ -99,7 +100,9 @@ def read_real_run(result_path: Path) -> RealRun:
         raise InputError(str(report), "a real run's report is missing")
     epochs = [e for e in map(parse_epoch, report.read_text(encoding="utf-8").splitlines()) if e is not None]
     kind = result.get("kind") or result["policy"].split("-")[0]
-    return RealRun(result_path.parent, result["scenario"], kind, result, epochs)
+    record_path = result_path.with_name("epochs.json")
+    record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.exists() else None
+    return RealRun(result_path.parent, result["scenario"], kind, result, epochs, record)
 
 
 def honest_runs(root: Path) -> list[Path]:
@@ -219,3 +222,22 @@ def why(r: dict[str, Any]) -> str:
     if "drain" in failed and r["scenario"] == "cpu-bound":
         words.append(CPU_BOUND)
     return "; ".join(words) or "figures near a check's edge: " + ", ".join(failed)
+
+
+def record_errors(real: list[dict[str, Any]], sim: list[dict[str, Any]]) -> dict[str, float | int]:
+    """Per-epoch differences of two epoch records (``epochs.json``), over the epochs both measured outside a
+    warm-up: each scaled operator's busiest-instance busy ratio (absolute), and the sources' backlog in
+    seconds of their arrival (absolute)."""
+    busy, backlog = [], []
+    for r, s in zip(real, sim, strict=False):
+        if "operators" not in r or "operators" not in s or r.get("warmup") or s.get("warmup"):
+            continue
+        for op in SCALED:
+            if op in r["operators"] and op in s["operators"]:
+                busy.append(abs(r["operators"][op]["busy_max"] - s["operators"][op]["busy_max"]))
+        owed = [x["operators"].get("Source: Source", {}).get("pending_records") for x in (r, s)]
+        arrival = max(r.get("arrival") or 0.0, 1.0)
+        if None not in owed:
+            backlog.append(abs(owed[0] - owed[1]) / arrival)
+    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
+    return {"record_epochs": len(backlog), "busy_err": mean(busy), "backlog_err_s": mean(backlog)}

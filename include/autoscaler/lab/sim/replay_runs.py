@@ -29,9 +29,15 @@ def replay_run(root: Path, result_path: Path, truth: GroundTruth, calibration: C
     runs = [simulate(scenario, real.kind, truth, calibration, seed) for seed in SEEDS]
     opened = simulate(scenario, real.kind, truth, calibration, SEEDS[0], script=fidelity.open_loop_script(real))
     first, *others = [fidelity.agreement(real, run.result, run.rows) for run in runs]
+    open_loop = fidelity.open_loop_errors(real, opened.rows)
+    if real.record is not None:  # a run made since epochs.json is committed: busy ratios and backlogs too
+        from autoscaler.lab.epochs_record import epoch_record
+
+        epochs = range(opened.rows[0].epoch, opened.rows[0].epoch + len(opened.rows))
+        open_loop |= fidelity.record_errors(real.record, epoch_record(opened.store, opened.job.name, epochs))
+    agree = sum(a["sequence"] for a in [first, *others])
     return {"run": str(result_path.parent.relative_to(root)), "scenario": real.scenario, "kind": real.kind, **first,
-            "sequence_seeds": sum(a["sequence"] for a in [first, *others]), "seeds": len(runs),
-            "open_loop": fidelity.open_loop_errors(real, opened.rows)}  # fmt: skip
+            "sequence_seeds": agree, "seeds": len(runs), "open_loop": open_loop}  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
