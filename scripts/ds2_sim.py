@@ -38,7 +38,7 @@ from autoscaler.lab.sim import fidelity as F  # noqa: E402
 from autoscaler.lab.sim import sweep as S  # noqa: E402
 from autoscaler.lab.sim.calibration import calibrate  # noqa: E402
 from autoscaler.lab.sim.plot import frontier_png  # noqa: E402
-from autoscaler.lab.sim.report import fidelity_md, sweep_md  # noqa: E402
+from autoscaler.lab.sim.report import fidelity_md, scenario_md, sweep_md  # noqa: E402
 
 BENCH = ROOT / "benchmarks"
 SIM = BENCH / "sim"
@@ -148,7 +148,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     epochs = sum(r["epochs"] for r in records)
     cpu = sum(r["cpu_s"] for r in records)
     name = args.name or ("frontier" if args.frontier else "sweep")
-    families = {"all": S.points(records), **{f: S.points(records, f) for f in ("train", "check")}}
     hours = sum(r["hours"] for r in records)
     lines = [f"{len(paths)} scenarios ({', '.join(sorted({p.parent.name for p in paths}))}) x {len(chosen)} variants x "
              f"{len(seeds)} seeds = {len(records)} runs, {hours:,.0f} simulated hours, {epochs:,} epochs;",
@@ -159,14 +158,28 @@ def cmd_sweep(args: argparse.Namespace) -> int:
              "epoch, without restarts); late is the time the sources owed more than a second of input."]  # fmt: skip
     conditions = {**machine(), "wall_s": round(wall, 1), "runs": len(records), "epochs": epochs, "cpu_s": round(cpu, 1),
                   "commit": git("rev-parse", "HEAD"), "seeds": len(seeds),
-                  "scenarios": [str(p.relative_to(ROOT)) for p in paths]}  # fmt: skip
+                  "scenarios": [str(p.relative_to(ROOT)) for p in paths], "lines": lines}  # fmt: skip
+    write_sweep(name, records, conditions)
+    print("\n".join(lines))
+    print(sweep_md(name, {"all": S.points(records)}, []))
+    return 0
+
+
+def write_sweep(name: str, records: list[dict], conditions: dict) -> None:
+    """A sweep's JSON (its runs and conditions), its Markdown tables and its frontier PNGs under benchmarks/sim/."""
+    families = {"all": S.points(records), **{f: S.points(records, f) for f in ("train", "check")}}
     (SIM / f"{name}.json").write_text(json.dumps({"conditions": conditions, "points": families, "runs": records},
                                                  indent=1, default=str) + "\n")  # fmt: skip
-    (SIM / f"{name}.md").write_text(sweep_md(f"Simulated sweep: {name}", families, lines))
+    text = sweep_md(f"Simulated sweep: {name}", families, conditions["lines"]) + "\n" + scenario_md(S.by_scenario(records))
+    (SIM / f"{name}.md").write_text(text)
     for family, points in families.items():
-        frontier_png(points, f"{name}: {family} scenarios ({len(seeds)} seeds)", SIM / f"{name}-{family}.png")
-    print("\n".join(lines))
-    print(sweep_md(name, {"all": families["all"]}, []))
+        frontier_png(points, f"{name}: {family} scenarios ({conditions['seeds']} seeds)", SIM / f"{name}-{family}.png")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write a sweep's tables and PNGs again from its JSON (after the report's form changed)."""
+    data = json.loads((SIM / f"{args.name}.json").read_text())
+    write_sweep(args.name, data["runs"], data["conditions"])
     return 0
 
 
@@ -231,6 +244,9 @@ def main() -> int:
     w.add_argument("--workers", type=int)
     w.add_argument("--name", help="results file name under benchmarks/sim/ (default: sweep or frontier)")
     w.set_defaults(func=cmd_sweep)
+    rep = sub.add_parser("report", help="a sweep's tables and PNGs written again from its JSON")
+    rep.add_argument("name", help="sweep or frontier (benchmarks/sim/NAME.json)")
+    rep.set_defaults(func=cmd_report)
     r = sub.add_parser("run", help="one scenario under one kind, its epochs and figures")
     r.add_argument("scenario", type=Path)
     r.add_argument("--kind", required=True, choices=S.KNOBS)

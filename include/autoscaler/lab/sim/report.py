@@ -82,3 +82,14 @@ def sweep_md(title: str, families: Mapping[str, Mapping[str, Mapping[str, Any]]]
                        f"| {p['rescales_per_h']:.2f} | {p['restart_debt_s_per_h']:.1f} |")  # fmt: skip
         out.append("")
     return "\n".join(out)
+
+
+def scenario_md(table: Mapping[str, Mapping[str, tuple[float, float]]]) -> str:
+    """Each kind's default point per scenario: cost over the floor / per cent of the time late."""
+    labels = sorted({label for row in table.values() for label in row})
+    out = ["## Per scenario: cost over the floor / time late (%), each kind at its defaults", "",
+           "| scenario | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]  # fmt: skip
+    for scenario, row in table.items():
+        cells = [f"{row[label][0]:.2f} / {row[label][1]:.1f}" if label in row else "–" for label in labels]
+        out.append(f"| {scenario} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"

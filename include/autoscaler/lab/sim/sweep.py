@@ -200,3 +200,17 @@ def points(records: Sequence[dict[str, Any]], family: str | None = None) -> dict
             "restart_debt_s_per_h": sum(r["restart_debt_s"] for r in runs) / hours,
         }
     return out
+
+
+def by_scenario(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per scenario (``family/name``), per default variant: (mean cost over the floor, per cent of the time late)."""
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        if r["default"]:
+            runs.setdefault((f"{r['family']}/{r['scenario']}", r["variant"]), []).append(r)
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for (scenario, label), rs in sorted(runs.items()):
+        hours = sum(r["hours"] for r in rs)
+        out.setdefault(scenario, {})[label] = (sum(r["cost"] for r in rs) / len(rs),
+                                               100 * sum(r["late_s"] for r in rs) / (3600 * hours))  # fmt: skip
+    return out
