@@ -23,7 +23,6 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from autoscaler.errors import InputError
 
@@ -90,6 +89,3 @@ def calibrate(reports: list[Path], decision_latency_s: float, latency_source: st
         },
     )  # fmt: skip
 
-
-def as_dict(c: Calibration) -> dict[str, Any]:
-    return asdict(c)
