@@ -88,4 +88,3 @@ def calibrate(reports: list[Path], decision_latency_s: float, latency_source: st
             "sample_age_s": "conf/flink/config.yaml.in: metrics.fetcher.update-interval",
         },
     )  # fmt: skip
-

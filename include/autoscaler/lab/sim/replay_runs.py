@@ -35,9 +35,10 @@ def replay_run(root: Path, result_path: Path, truth: GroundTruth, calibration: C
 
         epochs = range(opened.rows[0].epoch, opened.rows[0].epoch + len(opened.rows))
         open_loop |= fidelity.record_errors(real.record, epoch_record(opened.store, opened.job.name, epochs))
-    agree = sum(a["sequence"] for a in [first, *others])
+    every = [first, *others]
+    seeds = {f"{check}_seeds": sum(a[check] for a in every) for check in ("sequence", "instance_seconds")}
     return {"run": str(result_path.parent.relative_to(root)), "scenario": real.scenario, "kind": real.kind, **first,
-            "sequence_seeds": agree, "seeds": len(runs), "open_loop": open_loop}  # fmt: skip
+            **seeds, "seeds": len(runs), "open_loop": open_loop}  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

@@ -38,6 +38,9 @@ def fidelity_md(results: Sequence[dict[str, Any]]) -> str:
     some = sum(1 for r in ok if r.get("sequence_seeds", r["sequence"]))
     summary.append(f"- the real rescale sequence is one the simulator makes in at least one of {seeds} seeds: "
                    f"**{some} of {len(ok)}** ({100 * some / max(len(ok), 1):.0f} %)")  # fmt: skip
+    near = sum(1 for r in ok if r.get("instance_seconds_seeds", r["instance_seconds"]))
+    summary.append(f"- instance-seconds within ± 5 % in at least one of {seeds} seeds: "
+                   f"**{near} of {len(ok)}** ({100 * near / max(len(ok), 1):.0f} %)")  # fmt: skip
     opened = [r["open_loop"] for r in ok if r.get("open_loop", {}).get("epochs")]
     if opened:
         mean = lambda key: sum(o[key] for o in opened) / len(opened)  # noqa: E731
