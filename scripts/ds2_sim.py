@@ -245,7 +245,7 @@ def main() -> int:
     w.add_argument("--name", help="results file name under benchmarks/sim/ (default: sweep or frontier)")
     w.set_defaults(func=cmd_sweep)
     rep = sub.add_parser("report", help="a sweep's tables and PNGs written again from its JSON")
-    rep.add_argument("name", help="sweep or frontier (benchmarks/sim/NAME.json)")
+    rep.add_argument("name", help="sweep or frontier: the JSON of that name under benchmarks/sim/")
     rep.set_defaults(func=cmd_report)
     r = sub.add_parser("run", help="one scenario under one kind, its epochs and figures")
     r.add_argument("scenario", type=Path)
