@@ -22,12 +22,13 @@ from autoscaler.store.schemas import Table
 
 
 class MemoryStore:
-    """Committed rows per (table, job, epoch), as Arrow tables of the table's file schema."""
+    """Committed rows per (table, job, epoch), as Arrow tables of the table's full schema (as they are read)."""
 
     def __init__(self) -> None:
         self._epochs: dict[tuple[str, str], dict[int, pa.Table]] = {}
-        # Every epoch of a (table, job) in one chunk per column, until the next write: Arrow's compute
-        # functions pay per chunk, and the rules read a job's whole ACTIONS at every epoch.
+        # Every epoch of a (table, job) in few chunks, extended by writes that append newer epochs and dropped
+        # by any other: Arrow's compute functions pay per chunk, and the rules read a job's whole ACTIONS
+        # at every epoch.
         self._whole: dict[tuple[str, str], pa.Table] = {}
 
     def write_epochs(self, table: Table, job: str, data: pa.Table) -> list[int]:
@@ -81,6 +82,3 @@ class MemoryStore:
         if columns is None:
             return data
         return data.select([n for n in table.names if n in columns or n == "epoch"])
-
-    def epochs(self, table: Table, job: str) -> list[int]:
-        return sorted(self._epochs.get((table.name, job), {}))

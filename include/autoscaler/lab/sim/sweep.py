@@ -149,8 +149,8 @@ _STATE: dict[str, Any] = {}
 
 def _init(truth_path: str, calibration_path: str, scenario_paths: Sequence[str]) -> None:
     scenarios = [load_scenario(p) for p in scenario_paths]
-    _STATE["truth"] = model_truth(GroundTruth(Path(truth_path)), scenarios)
     _STATE["base"] = GroundTruth(Path(truth_path))
+    _STATE["truth"] = model_truth(_STATE["base"], scenarios)
     _STATE["calibration"] = Calibration.read(Path(calibration_path))
     _STATE["scenarios"] = dict(zip(scenario_paths, scenarios, strict=True))
 
