@@ -122,11 +122,19 @@ def test_warm_up_counts_from_the_epoch_a_late_rescale_took_effect_in():
 
 
 def test_hysteresis_ignores_a_scale_down_by_one_but_not_by_two():
-    plan = decide(job(), 10, rows(count=(4, 3)), decided_epochs_since_rescale=1)
+    plan = decide(job(ignore_scale_down_by=1), 10, rows(count=(4, 3)), decided_epochs_since_rescale=1)
     assert plan.action == NOOP and "scale-down by 1 ignored" in plan.summary
-    assert decide(job(), 10, rows(count=(4, 2)), decided_epochs_since_rescale=1).target == {"Count": 2}
+    assert decide(job(ignore_scale_down_by=1), 10, rows(count=(4, 2)), decided_epochs_since_rescale=1).target == {"Count": 2}
     assert decide(job(ignore_scale_down_by=0), 10, rows(count=(4, 3)), decided_epochs_since_rescale=1).target == {"Count": 3}
-    assert decide(job(), 10, rows(count=(4, 5)), decided_epochs_since_rescale=1).target == {"Count": 5}  # any scale-up
+    assert decide(job(ignore_scale_down_by=1), 10, rows(count=(4, 5)), decided_epochs_since_rescale=1).target == {"Count": 5}
+
+
+def test_only_the_ds2_reference_ignores_a_scale_down_by_one_by_default():
+    # The reference's hysteresis; the other kinds hold scale-downs back by their own rules.
+    assert job(kind="ds2").stability.ignore_scale_down_by == 1
+    for kind in ("ds2_plus", "utilization", "rules"):
+        assert job(kind=kind).stability.ignore_scale_down_by == 0
+    assert decide(job(kind="ds2_plus"), 10, rows(count=(4, 3)), decided_epochs_since_rescale=1).target == {"Count": 3}
 
 
 def test_decide_keeps_the_policys_bounded_proposal():

@@ -31,7 +31,7 @@ def test_the_shipped_config_loads():
     assert [j.name for j in jobs] == ["testjob"]
     job = jobs[0]
     assert job.dag_id == "ds2_testjob" and job.pool == "ds2_testjob"
-    assert job.stability.ignore_scale_down_by == 1 and job.approval.required is False
+    assert job.stability.ignore_scale_down_by == 0 and job.approval.required is False  # ds2_plus's own
     assert job.deployment.parallelism_args["Count"] == "--count-parallelism"
 
 

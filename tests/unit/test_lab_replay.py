@@ -40,10 +40,10 @@ def test_unchanged_code_moves_no_proposal_and_a_policy_change_shows_the_epochs_i
     store = stored_run(tmp_path)
     run = replay(store)
     assert (run.job, run.epochs, run.moved) == (JOB, 5, [])
-    # Without the cold-start floor, the first three epochs (fewer than three changes seen) size 5, not 6.
-    monkeypatch.setattr(ds2_plus, "COLD_UTILIZATION", 1.0)
+    # Without the prior's headroom (no rise measured yet), every epoch sizes for the arrival and a restart only.
+    monkeypatch.setattr(ds2_plus, "steady_rise", lambda series, horizon, options: (0.0, True))
     moved = replay(store).moved
-    assert [m.words() for m in moved] == ["epoch 0: COUNT 6 -> 5", "epoch 1: COUNT 6 -> 5", "epoch 2: COUNT 6 -> 5"]
+    assert [m.words() for m in moved] == [f"epoch {e}: COUNT 7 -> 5" for e in range(5)]
 
 
 def test_a_folder_without_one_jobs_topology_is_named(tmp_path):

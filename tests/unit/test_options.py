@@ -16,7 +16,8 @@ from autoscaler.policy.rounding import key_group_divisors
         ({"min_parallelism": {"a": 0}}, "--min-parallelism"),
         ({"min_parallelism": {"a": 4}, "max_parallelism": {"a": 2}}, "--max-parallelism"),
         ({"job_max_parallelism": 0}, "--job-max-parallelism"),
-        ({"settled_scale_down_interval": -60.0}, "--settled-scale-down-interval"),
+        ({"decision_latency": -1.0}, "--decision-latency"),
+        ({"steady_quantile": 1.0}, "--steady-quantile"),
         ({"scale_down_interval": float("nan")}, "--scale-down-interval"),
     ],
 )

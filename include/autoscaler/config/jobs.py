@@ -50,7 +50,7 @@ class Stability:
 
     warmup_epochs: int = opt.WARMUP_EPOCHS.default
     activation_epochs: int = opt.ACTIVATION_EPOCHS.default
-    ignore_scale_down_by: int = opt.IGNORE_SCALE_DOWN_BY.default
+    ignore_scale_down_by: int = 0  # the job's, else its kind's (options.kind_default)
     cooldown: timedelta = opt.COOLDOWN.default
 
     @property
@@ -203,31 +203,9 @@ class JobConfig:
 # reading and checking
 
 
-_POLICY = (
-    opt.KIND,
-    opt.FACTOR,
-    opt.THRESHOLD,
-    opt.MIN_PARALLELISM,
-    opt.MAX_PARALLELISM,
-    opt.JOB_MAX_PARALLELISM,
-    opt.ALIGN_TO_KEY_GROUPS,
-    opt.TARGET_UTILIZATION,
-    opt.UTILIZATION_BOUNDARY,
-    opt.SCALE_DOWN_INTERVAL,
-    opt.MAX_SCALE_DOWN_FACTOR,
-    opt.MAX_SCALE_UP_FACTOR,
-    opt.BACKLOG_THRESHOLD,
-    opt.CATCH_UP_DURATION,
-    opt.RESTART_TIME,
-    opt.HISTORY_WINDOW,
-    opt.SETTLED_SCALE_DOWN_INTERVAL,
-    opt.EFFECTIVENESS_THRESHOLD,
-    opt.BACKPRESSURE_THRESHOLD,
-    opt.RULES_EPOCHS,
-    opt.RULES_STEP,
-    opt.LOW_UTILIZATION,
-)
 _STABILITY = (opt.WARMUP_EPOCHS, opt.ACTIVATION_EPOCHS, opt.IGNORE_SCALE_DOWN_BY, opt.COOLDOWN)
+# Every other policy.* option is the policy run's (a field of PolicyOptions): declared once, in config.options.
+_POLICY = tuple(o for o in opt.OPTIONS if o.key.startswith("policy.") and o not in _STABILITY)
 # Options that were removed, and what replaces them (a config still setting one gets this, not "unknown field").
 _REPLACED = {
     "max_scale_down_step": "removed: scale-down limits have one option, max_scale_down_factor (a fraction of the "
@@ -273,7 +251,10 @@ def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
         options = PolicyOptions(**values)
     except InputError as exc:
         raise f.error(exc.source.lstrip("-").replace("-", "_"), exc.problem) from None
-    stability = Stability(**{o.name: f.option(o) for o in _STABILITY})
+    stability = {o.name: f.option(o) for o in _STABILITY}
+    if stability["ignore_scale_down_by"] is None:
+        stability["ignore_scale_down_by"] = opt.kind_default(options.kind, "ignore_scale_down_by", 0)
+    stability = Stability(**stability)
     f.done()
     return options, stability
 

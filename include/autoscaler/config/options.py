@@ -104,16 +104,19 @@ PROMETHEUS_CONN_ID = Option(
 # The one registry of policy kinds: each is the module autoscaler/policy/<kind>.py (see policy.base).
 POLICY_KINDS = ("ds2", "utilization", "rules", "ds2_plus")
 # The options whose "none" means the kind's own default: one table, read by PolicyOptions.effective.
-# utilization carries the Flink autoscaler's defaults; ds2_plus sizes for a lab-scale catch-up (a
-# backlog worked off within a minute) and defers a scale-down for 5 minutes, not an hour: at 2 minutes
-# it scaled down on a sine's falling side and back up on its rise (the lab's diurnal-sine and cosine,
-# 2026-11-25), and a scale-down reversed within a half-period costs two restarts and the shortfall
-# between them.
+# utilization carries the Flink autoscaler's defaults. ds2_plus's catch-up is not a number here: it is two
+# policy intervals (PolicyOptions.effective), and its restart_time stands in only until a downtime is measured.
 KIND_DEFAULTS: dict[str, dict[str, float]] = {
     "utilization": {"max_scale_down_factor": 0.4, "scale_down_interval": 3600.0, "catch_up_duration": 1800.0,
                     "restart_time": 300.0},
-    "ds2_plus": {"scale_down_interval": 300.0, "catch_up_duration": 45.0, "restart_time": 10.0},
+    "ds2_plus": {"scale_down_interval": 300.0, "restart_time": 10.0},
+    # The DS2 reference ignores a scale-down by one instance; the other kinds hold scale-downs back by their own
+    # rules (utilization's band, ds2_plus's restart term, rules' epochs in a row), so none is ignored on top.
+    "ds2": {"ignore_scale_down_by": 1},
 }  # fmt: skip
+# ds2_plus's catch-up, in policy intervals: a backlog found at an epoch's end is gone by the end of the first
+# epoch decided after the rescale it causes (the epoch after a rescale is its warm-up and decides nothing).
+DRAIN_INTERVALS = 2
 KIND = Option(
     "policy.kind", "choice", "ds2_plus",
     "Which policy proposes a job's parallelism (autoscaler/policy/<kind>.py): ds2_plus since it won the policy lab "
@@ -155,9 +158,9 @@ UTILIZATION_BOUNDARY = Option(
 )  # fmt: skip
 SCALE_DOWN_INTERVAL = Option(
     "policy.scale_down_interval", "duration", None,
-    "utilization, ds2_plus: a scale-down waits until it was recommended for this long, then takes the largest "
-    "recommendation seen (none: the kind's own, 1h for utilization as Flink's job.autoscaler.scale-down.interval, "
-    "5m for ds2_plus).", 0,
+    "utilization, ds2_plus: a scale-down of a load that fell waits until it was recommended for this long, then takes "
+    "the largest recommendation seen (none: the kind's own, 1h for utilization as Flink's "
+    "job.autoscaler.scale-down.interval, 5m for ds2_plus; ds2_plus releases drain capacity without it).", 0,
 )  # fmt: skip
 MAX_SCALE_DOWN_FACTOR = Option(
     "policy.max_scale_down_factor", "number", None,
@@ -177,7 +180,8 @@ BACKLOG_THRESHOLD = Option(
 CATCH_UP_DURATION = Option(
     "policy.catch_up_duration", "duration", None,
     "utilization, ds2_plus: the time a backlog (sources' pending records) should be worked off in (none: the kind's "
-    "own, 30m for utilization as Flink's job.autoscaler.catch-up.duration, 45s for ds2_plus).", 1,
+    "own, 30m for utilization as Flink's job.autoscaler.catch-up.duration; for ds2_plus two policy intervals, so "
+    "that a backlog found at one epoch's end is gone by the end of the first epoch decided after its rescale).", 1,
 )  # fmt: skip
 RESTART_TIME = Option(
     "policy.restart_time", "duration", None,
@@ -185,17 +189,35 @@ RESTART_TIME = Option(
     "5m for utilization as Flink's job.autoscaler.restart.time; ds2_plus uses the median of the job's measured "
     "downtimes and this, 10s by default, only until one is measured).", 0,
 )  # fmt: skip
-# kind ds2_plus: DS2 with the history it lacks (policy/ds2_plus.py).
-SETTLED_SCALE_DOWN_INTERVAL = Option(
-    "policy.settled_scale_down_interval", "duration", None,
-    "ds2_plus: the scale-down wait on a settled load, one whose arrival moves under 5 % an epoch (the median over "
-    "the history) and is within 20 % of its highest: the surplus of a drain, shed sooner (none: off, every load "
-    "waits scale_down_interval). Off by default: the next load step finds the job without the surplus and scales "
-    "up again (lab, step-up-down, 2026-11-26: 1 -> 7 -> 4 -> 8).", 0,
+# kind ds2_plus: DS2's sizing, a steady size from the job's own rises and drain capacity (policy/ds2_plus.py).
+STEADY_QUANTILE = Option(
+    "policy.steady_quantile", "number", 0.9,
+    "ds2_plus: the steady size carries the arrival rate through this share of the job's own reaction horizons "
+    "(decision latency + restart + one interval): it is the arrival times 1 + this quantile of the rises measured over "
+    "one horizon in the history. The rest are surprises, which drain capacity works off.", 0.0,
+)  # fmt: skip
+STEADY_PRIOR_RISE = Option(
+    "policy.steady_prior_rise", "number", round(1 / 0.7 - 1, 4),
+    "ds2_plus: the rise assumed while the history holds fewer than 1 / (1 - steady_quantile) measured rises (fewer, "
+    "and the quantile is just their largest): the Flink autoscaler's default headroom, target utilization 0.7 "
+    "(1 / 0.7 - 1). Its weight falls linearly to 0 as the job's own rises are measured.", 0.0,
+)  # fmt: skip
+DECISION_LATENCY = Option(
+    "policy.decision_latency", "duration", timedelta(seconds=7),
+    "ds2_plus: epoch end -> the rescale starts (collection, validation, the policy run, the decide task): part of the "
+    "reaction horizon and of the input a change owes. Default: the demo's measured 6.75 s "
+    "(benchmarks/sim/calibration.json), rounded up.", 0,
+)  # fmt: skip
+DRAINED_LAG = Option(
+    "policy.drained_lag", "duration", timedelta(seconds=1),
+    "ds2_plus: a source owing at most this much of its own input has no backlog (the SLO's on-time bound, the lab's "
+    "'late'): drain capacity is released, and a scale-down no longer waits for the drain.", 0,
 )  # fmt: skip
 HISTORY_WINDOW = Option(
-    "policy.history_window", "duration", timedelta(minutes=10),
-    "ds2_plus: how far back the load's trend, the observed-scalability fit and the effectiveness check look.", 0,
+    "policy.history_window", "duration", timedelta(hours=1),
+    "ds2_plus: how far back the rises, the trend, the observed-scalability fit and the effectiveness check look. "
+    "Long enough that a one-off step is a surprise to drain, not a sway to carry: at the 1-min interval its rises "
+    "over a change's 3-epoch horizon are 3 of 57, under 1 - steady_quantile.", 0,
 )  # fmt: skip
 EFFECTIVENESS_THRESHOLD = Option(
     "policy.effectiveness_threshold", "number", 0.1,
@@ -228,12 +250,10 @@ ACTIVATION_EPOCHS = Option(
     "before a rescale (1: act on the first).", 1,
 )  # fmt: skip
 IGNORE_SCALE_DOWN_BY = Option(
-    "policy.ignore_scale_down_by",
-    "integer",
-    1,
-    "Hysteresis: a scale-down by this many instances or fewer is ignored (reference: 1).",
-    0,
-)
+    "policy.ignore_scale_down_by", "integer", None,
+    "Hysteresis: a scale-down by this many instances or fewer is ignored (none: the kind's own, 1 for ds2 as the "
+    "reference, 0 for the kinds whose own rules hold scale-downs back).", 0,
+)  # fmt: skip
 COOLDOWN = Option("policy.cooldown", "duration", timedelta(0), "Minimum time from the end of a rescale to the next one.")
 RECOMMENDATION_ONLY = Option(
     "recommendation_only", "boolean", False,
@@ -306,7 +326,10 @@ class PolicyOptions:
     catch_up_duration: float | None = CATCH_UP_DURATION.default
     restart_time: float | None = RESTART_TIME.default
     history_window: float = HISTORY_WINDOW.default.total_seconds()
-    settled_scale_down_interval: float | None = SETTLED_SCALE_DOWN_INTERVAL.default
+    steady_quantile: float = STEADY_QUANTILE.default
+    steady_prior_rise: float = STEADY_PRIOR_RISE.default
+    decision_latency: float = DECISION_LATENCY.default.total_seconds()
+    drained_lag: float = DRAINED_LAG.default.total_seconds()
     effectiveness_threshold: float = EFFECTIVENESS_THRESHOLD.default
     backpressure_threshold: float = BACKPRESSURE_THRESHOLD.default
     rules_epochs: int = RULES_EPOCHS.default
@@ -332,6 +355,8 @@ class PolicyOptions:
                 raise InputError("--max-parallelism", f"operator {op!r}: max {high} is below min {low}")
         if self.job_max_parallelism is not None and self.job_max_parallelism < 1:
             raise InputError("--job-max-parallelism", f"must be >= 1, got {self.job_max_parallelism}")
+        if not (isinstance(self.steady_quantile, (int, float)) and 0 <= self.steady_quantile < 1):
+            raise InputError("--steady-quantile", f"must be in [0, 1), got {self.steady_quantile!r}")
         if not 0 < self.target_utilization <= 1:
             raise InputError("--target-utilization", f"must be in (0, 1], got {self.target_utilization!r}")
         for name in ("utilization_boundary", "max_scale_down_factor", "backpressure_threshold", "low_utilization",
@@ -345,9 +370,9 @@ class PolicyOptions:
         if up is not None and not (isinstance(up, (int, float)) and math.isfinite(up) and up >= 0):
             raise InputError("--max-scale-up-factor", f"must be a number >= 0, got {up!r}")
         for name in ("scale_down_interval", "catch_up_duration", "restart_time", "backlog_threshold", "history_window",
-                     "settled_scale_down_interval"):  # fmt: skip
+                     "decision_latency", "drained_lag", "steady_prior_rise"):  # fmt: skip
             value = getattr(self, name)
-            if value is None and name not in ("backlog_threshold", "history_window"):
+            if value is None and name in ("scale_down_interval", "catch_up_duration", "restart_time"):
                 continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InputError(f"--{name.replace('_', '-')}", f"must be seconds >= 0, got {value!r}")
@@ -393,6 +418,8 @@ class PolicyOptions:
     def effective(self, name: str) -> float | None:
         """Option ``name`` as set, else the kind's own default (:data:`KIND_DEFAULTS`; None: the kind has none)."""
         value = getattr(self, name)
+        if value is None and self.kind == "ds2_plus" and name == "catch_up_duration":
+            return DRAIN_INTERVALS * self.interval
         return value if value is not None else KIND_DEFAULTS.get(self.kind, {}).get(name)
 
     def scale_down_limit(self) -> float | None:
@@ -403,6 +430,11 @@ class PolicyOptions:
         """(lowest, highest) parallelism allowed for operator ``op`` (an id, after :meth:`resolved`)."""
         caps = [c for c in (self.max_parallelism.get(op), self.job_max_parallelism, key_groups) if c]
         return self.min_parallelism.get(op, 1), min(caps) if caps else SATURATED
+
+
+def kind_default(kind: str, name: str, otherwise: Any = None) -> Any:
+    """Option ``name``'s default for ``kind`` (:data:`KIND_DEFAULTS`), else ``otherwise``."""
+    return KIND_DEFAULTS.get(kind, {}).get(name, otherwise)
 
 
 def options_table() -> str:

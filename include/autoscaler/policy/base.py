@@ -176,6 +176,34 @@ def source_decision(topology: Topology, windows: Mapping[str, OperatorWindow], o
     return replace(keep(topology, windows, op, reason), true_output_rate=rate, target_output_rate=rate)
 
 
+def selectivity(window: OperatorWindow) -> float:
+    """An operator's records out per record in (its true output over its true processing rate; 0 when idle)."""
+    return window.true_output_rate / window.true_processing_rate if window.true_processing_rate > 0 else 0.0
+
+
+def flow(topology: Topology, windows: Mapping[str, OperatorWindow], at_sources: Mapping[str, Mapping[str, float]],
+         factor: float = 0.0) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Named rates from the sources through the graph: per operator, each rate *into* it (sources: their own).
+
+    The one rule every kind propagates by (DS2's): an operator takes the sum of its upstreams' outputs,
+    times ``1 + factor``, and puts out that times its observed :func:`selectivity`. ``at_sources`` maps each
+    source to its rates by name (arrival, backlog, ...); every source names the same rates.
+    """
+    into: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, float]] = {}
+    for op in topology.order:
+        if topology.operators[op].is_source:
+            into[op] = dict(at_sources[op])
+            out[op] = into[op]
+            continue
+        ups = topology.upstream(op)
+        names = out[ups[0]].keys() if ups else ()
+        into[op] = {n: sum(out[u][n] for u in ups) * (1 + factor) for n in names}
+        s = selectivity(windows[op])
+        out[op] = {n: v * s for n, v in into[op].items()}
+    return into
+
+
 def bounded(op: str, proposal: int, window: OperatorWindow, options: PolicyOptions) -> tuple[int, str]:
     """``proposal`` limited, bounded and aligned, and the words that say what changed it.
 

@@ -1,43 +1,42 @@
-"""The ds2_plus policy (kind ``ds2_plus``): DS2's one-step, whole-graph sizing, plus what the lab showed it lacks.
+"""The ds2_plus policy (kind ``ds2_plus``): DS2's one-step, whole-graph sizing, for a steady size and a drain.
 
-DS2 (:mod:`autoscaler.policy.ds2`) is exact on linear steps and loses on backlog, skew, sublinear
-scaling, ramps, sines, spikes and CPU-bound operators (``docs/policy-lab.md``). This kind keeps its
-model -- the sources' rates flow through the graph at the observed selectivities, each operator
-sized from its true processing rate in one step -- and sizes for more than one window's rate:
+DS2 (:mod:`autoscaler.policy.ds2`) sizes each operator for one window's rate. This kind keeps its
+model -- the sources' rates flow through the graph at the observed selectivities
+(:func:`autoscaler.policy.base.flow`), each operator sized from its true processing rate -- and sizes
+for two quantities kept apart:
 
-- **demand**: each source's arrival rate, or, once it has risen two epochs in a row, where its trend
-  (:func:`~autoscaler.policy.signals.damped_holt` over the history) says it is heading by the time
-  a further change could take effect (two intervals, the first after a rescale being its warm-up,
-  plus a restart); plus its backlog worked off within ``catch_up_duration``; plus, for a change,
-  the input that arrives during the restart (``restart_time``: the policy run fills it with the
-  median of the job's measured downtimes) and room for the load's usual sway
-  (:func:`~autoscaler.policy.signals.typical_change`: none for steps and spikes, one epoch's move
-  for a sine or a random walk), unless the trend already asks for more. While the history holds too
-  few changes to read that sway (a new job's first three epochs) and no trend sizes ahead, a new
-  size also takes the arrival at ``COLD_UTILIZATION`` (62.5 %) busy at most: the first window of a
-  sine or of a random walk looks like a step. A backlog's catch-up usually asks for more than that
-  already, and is then sized as before;
-- **capacity at p**: linear as DS2's, corrected by the operator's observed scalability
-  (:func:`~autoscaler.policy.signals.scalability`) and limited by its busiest instance: one hot key
-  sends ``s + (1 - s) / p`` of the input to one instance (:func:`~autoscaler.policy.signals.hot_share`).
-  Where no parallelism reaches the demand, the proposal stops where one more instance would add
-  less than 5 % of capacity;
-- **hysteresis both ways**: a size that takes the demand without a restart, draining the backlog
-  within 1.5 catch-ups, is kept (no scale-up for the restart term alone, nor for a drain on track);
-  a scale-down is proposed only when the smaller size takes the demand with the restart term;
-- **effectiveness**: a scale-up that bought less than ``effectiveness_threshold`` of the capacity it
-  promised blocks further scale-ups of that operator until the load changes by 20 %;
-- **time**: no scale-down while a source owes more than 1 s of its input; a scale-down waits until
-  it has been proposed for ``scale_down_interval`` at that size, then takes the largest proposal of
-  that window (a scale-up in between starts the wait again). With ``settled_scale_down_interval``
-  set (off by default: the lab found it costs a rescale when the next step comes), on a settled
-  load, whose arrival typically moves under 5 % an epoch (:func:`~autoscaler.policy.signals.settled`)
-  and has not fallen 20 % below its highest of the history, the wait is that interval: what
-  is shed is the surplus of a drain, not capacity a load that fell (a burst's end, a step down, a
-  sine's descent) may need again.
+- **steady size**: the load the job must carry until a further decision can take effect, the
+  *reaction horizon* (:class:`Clock`: decision latency + restart + one interval). It is the arrival
+  times ``1 + r``, where ``r`` is the ``steady_quantile`` of the job's own rises over one horizon in
+  its history (:func:`steady_rise`); while the history holds too few rises to read that quantile,
+  ``r`` leans on ``steady_prior_rise`` (the Flink autoscaler's headroom), less with every rise
+  measured. Where the arrival has risen two epochs in a row by more than its typical move, the
+  trend (:func:`~autoscaler.policy.signals.damped_holt`) says where it will be by the horizon's end,
+  and the steady size takes that if it is more;
+- **drain capacity**: what clears the sources' backlog by the catch-up deadline (``catch_up_duration``,
+  by default two intervals: the backlog found now is gone by the end of the first epoch decided after
+  the rescale). A new size owes, besides the backlog, the input that arrives while the decision is
+  made and the job restarts (``decision_latency`` + the measured ``restart_time``), and has the rest
+  of the deadline to work it off. The current size is kept while it carries the steady load and drains
+  the backlog by the deadline without a restart.
 
-Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`).
-Sources are not rescaled, as with every kind so far.
+Capacity at ``p`` is linear as DS2's, corrected by the operator's observed scalability
+(:func:`~autoscaler.policy.signals.scalability`) and limited by its busiest instance (one hot key
+sends ``s + (1 - s) / p`` of the input to one instance: :func:`~autoscaler.policy.signals.hot_share`).
+Where no parallelism reaches the need, the proposal stops where one more instance would add less than
+``effectiveness_threshold`` of an instance's capacity; a scale-up that bought less than that share of
+what it promised blocks further scale-ups until the load moves beyond its steady rise.
+
+Scale-downs, never while a source owes more than ``drained_lag`` of its input:
+
+- **release**: once the backlog is drained, capacity the last scale-up bought beyond the steady size
+  of its own epoch is returned at once, to the larger of that steady size and today's: it was bought
+  for a known, finished purpose;
+- **steady**: a load that fell is followed once the operator has run ``scale_down_interval`` at its
+  size with no rescale and the job's rises are its own (not the prior's), to the size a change needs.
+
+Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`). Sources are
+not rescaled, as with every kind so far.
 """
 
 from __future__ import annotations
@@ -47,51 +46,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
+import numpy as np
+
 from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.base import (
     Decision,
     EpochWindows,
     OperatorWindow,
     bounded,
+    flow,
     keep,
     source_arrival,
     source_decision,
     unusable_epoch,
     verdict,
 )
-from autoscaler.policy.signals import (
-    VARIATION_CHANGES,
-    damped_holt,
-    hot_share,
-    last_scale_up,
-    scalability,
-    settled,
-    typical_change,
-)
+from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, scalability, typical_change
 from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
-# An ineffective scale-up blocks further ones until the arrival rate moves this much; a load this far
-# below its highest of the history has fallen (its scale-down waits scale_down_interval).
-LOAD_CHANGE = 0.2
 # The words of a reason that holds a scale-up back as ineffective (record.alerts looks for them).
 INEFFECTIVE = "of the capacity it promised"
-REACTION_EPOCHS = 2  # intervals before a further change can take effect: the decided one and the warm-up after it
-RISING_EPOCHS = 2  # the arrival must have risen this many epochs in a row before its trend is sized for
-# A rise smaller than this share of the rate is noise, not a trend: a steady load read over 30 s moves
-# up to 4 % an epoch (the lab's noise), and a flat 20,005 -> 20,070 before a step to 30,000 was read as
-# a trend heading to 35,000 (step-up-down, 2026-11-26: one rescale too many).
-RISE = 0.05
-# While the load's sway is still unknown, a new size takes the arrival at most this busy, once its backlog
-# is drained (the utilization kind's target is 0.7). The lab's stores, replayed, give the same sizes from
-# 0.61 to 0.665: diurnal-sine's first window needs 6 at its crest (0.70 or more sizes 5), random-walk's
-# needs 6 for its later rise (0.67 or more sizes 5); at 0.60 backlog-restarts' and two-bottlenecks'
-# backlog-driven first sizes grow, and near 0.59 cosine's 7 becomes 8, which d9e6e3c's run showed
-# reversed by a second rescale (scripts/ds2_lab.py replay, 2026-11-27).
-COLD_UTILIZATION = 0.625
-MARGINAL_GAIN = 0.05  # past an unreachable demand: stop where one more instance adds less than this
-KEEP_DRAIN = 1.5  # the current size is kept while it drains the backlog within this many catch-ups
-DRAINED_S = 1.0  # a source owing at most this many seconds of its input has no backlog (the lab's measure)
+# One rise is a step; a trend has risen this many epochs in a row, each by more than the load's typical move.
+RISING_EPOCHS = 2
 SEARCH_LIMIT = 4096  # the highest parallelism searched when no bound is set
 
 
@@ -102,174 +79,210 @@ def history_epochs(options: PolicyOptions) -> int:
 
 
 @dataclass(frozen=True)
-class Demand:
-    """The sources' rates that the sizing flows through the graph."""
+class Clock:
+    """The job's timings, in seconds: what a decision waits for and what a change owes."""
 
-    keep: dict[str, float]  # per source: the rate a size must take to be kept (forecast + backlog catch-up)
-    change: dict[str, float]  # the same plus the input of a restart: what a new size must take
-    arrival: float  # the sources' total arrival rate, as measured
-    backlog: str | None  # which source owes more than DRAINED_S of its input, in words (None: none)
-    settled: bool  # every source's arrival typically moves under RISE of its rate an epoch, none fell LOAD_CHANGE
-    words: dict[str, str]  # per source, how its demand was made
+    interval: float
+    latency: float  # epoch end -> the rescale starts
+    restart: float  # the rescale's downtime (measured, else the prior)
+    catch_up: float  # the deadline a backlog found now is worked off by
+
+    @classmethod
+    def of(cls, options: PolicyOptions) -> Clock:
+        return cls(options.interval, options.decision_latency, options.effective("restart_time") or 0.0,
+                   options.effective("catch_up_duration") or 2 * options.interval)  # fmt: skip
+
+    def horizon(self, change: bool) -> float:
+        """Until a further decision can take effect: the next decided epoch's end, then its decision and restart.
+
+        After a change the next epoch is the new size's warm-up, which decides nothing: one interval more.
+        """
+        return (2 if change else 1) * self.interval + self.latency + self.restart
+
+    def horizon_epochs(self, change: bool) -> int:
+        """The horizon in whole epochs, rounded up: a rise within a part of an epoch arrives in time too."""
+        return max(1, math.ceil(self.horizon(change) / self.interval - 1e-9))
+
+    @property
+    def owed(self) -> float:
+        """Seconds of input a change owes: it arrives while the decision is made and the job restarts."""
+        return self.latency + self.restart
+
+    @property
+    def drain(self) -> float:
+        """Seconds a new size has to work its backlog off in: the deadline less what the change takes."""
+        return max(self.catch_up - self.owed, self.interval / 2)
+
+
+def rises(series: Sequence[float], horizon: int) -> list[float]:
+    """Each epoch's relative rise to the highest of the ``horizon`` epochs after it (full horizons only; falls are 0)."""
+    return [max(0.0, max(series[t + 1 : t + 1 + horizon]) / series[t] - 1)
+            for t in range(len(series) - horizon) if series[t] > 0]  # fmt: skip
+
+
+def steady_rise(series: Sequence[float], horizon: int, options: PolicyOptions) -> tuple[float, bool]:
+    """The rise the steady size carries, and whether it is the job's own (enough rises measured; see the module's doc)."""
+    measured = rises(series, horizon)
+    q = options.steady_quantile
+    needed = math.ceil(1 / (1 - q) - 1e-9)
+    quantile = float(np.quantile(measured, q)) if measured else 0.0
+    weight = max(0.0, 1 - len(measured) / needed)
+    return weight * options.steady_prior_rise + (1 - weight) * quantile, weight == 0
 
 
 @dataclass(frozen=True)
-class Sizing:
-    """One operator's sizing in one epoch, before the scale-down wait."""
+class SourceDemand:
+    arrival: float
+    steady: float  # the arrival the current size must carry to be kept
+    steady_change: float  # the arrival a new size must carry: its horizon includes the warm-up epoch
+    backlog: float  # records owed
+    rise: float  # the steady rise over a change's horizon
+    known: bool  # the rise is the job's own: enough rises measured (a steady scale-down waits for that)
+    words: str
 
-    keep_input: float  # records/s it must take at its size
-    change_input: float  # records/s a new size must take
-    capacity: float  # per instance, measured (nan: unknown)
-    optimal: float  # change_input / capacity: DS2's linear estimate
-    parallelism: int  # the size it was made at
-    proposal: int  # limited, bounded and aligned
-    why: str
+
+def _source_demand(op: str, series: Sequence[float], pending: float, basis: str, clock: Clock,
+                   options: PolicyOptions) -> SourceDemand:  # fmt: skip
+    """One source's demand from its arrival series (oldest first, the decided epoch last)."""
+    rate = series[-1]
+    rise_keep, known = steady_rise(series, clock.horizon_epochs(False), options)
+    rise, _ = steady_rise(series, clock.horizon_epochs(True), options)
+    measured = len(rises(series, clock.horizon_epochs(True)))
+    steady, steady_change = rate * (1 + rise_keep), rate * (1 + rise)
+    moves = typical_change(series)
+    last = series[-RISING_EPOCHS - 1 :]
+    rising = len(last) == RISING_EPOCHS + 1 and all(b - a > moves for a, b in pairwise(last))
+    ahead = clock.horizon(True)
+    forecast = damped_holt(series, ahead / clock.interval) if rising else rate
+    text = (f"arrival {rate:,.0f} r/s ({basis}); steady {1 + rise_keep:.3f}x to keep a size, {1 + rise:.3f}x for a "
+            f"new one: ")  # fmt: skip
+    needed = math.ceil(1 / (1 - options.steady_quantile) - 1e-9)
+    if known:
+        text += (f"the {options.steady_quantile:.0%} quantile of its rises over {clock.horizon(False):.0f} s and "
+                 f"{ahead:.0f} s")  # fmt: skip
+    else:
+        text += (f"{measured} of {needed} rises over {ahead:.0f} s measured, "
+                 f"the rest taken at the prior {options.steady_prior_rise:.0%}")  # fmt: skip
+    if forecast > steady_change:
+        steady_change = forecast
+        steady = max(steady, damped_holt(series, clock.horizon(False) / clock.interval))
+        text += f"; rising for {RISING_EPOCHS}+ epochs: heading to {forecast:,.0f} r/s in {ahead:.0f} s"
+    if pending:
+        text += f"; backlog {pending:,.0f} records"
+    return SourceDemand(rate, steady, steady_change, pending, rise, known, text)
+
+
+def _demands(topology: Topology, epochs: Sequence[EpochWindows], source_rates: Mapping[str, float], clock: Clock,
+             options: PolicyOptions) -> dict[str, SourceDemand]:  # fmt: skip
+    """Per source its demand at the last of ``epochs`` (usable epochs, oldest first)."""
+    out = {}
+    now = epochs[-1].windows
+    for op in topology.sources:
+        rate, basis = source_arrival(now[op], source_rates.get(op))
+        series = [source_arrival(e.windows[op], source_rates.get(op))[0] for e in epochs[:-1]] + [rate]
+        out[op] = _source_demand(op, series, now[op].pending_records or 0.0, basis, clock, options)
+    return out
+
+
+def _capacity_fn(op: str, w: OperatorWindow, epochs: Sequence[EpochWindows]):  # noqa: ANN202 - (p -> r/s, words)
+    fit = scalability(op, epochs)
+    share = hot_share(w)
+    total, current = w.true_processing_rate, w.parallelism
+
+    def capacity(p: int) -> float:
+        # The scaled capacity, as far as the busiest instance allows.
+        return total * fit.ratio(p, current) / (share * p + 1 - share)
+
+    why = fit.words() + (f"; one key sends {share:.0%} of the input to the busiest instance" if share else "")
+    return capacity, why
+
+
+def _size(op: str, w: OperatorWindow, need: float, options: PolicyOptions, epochs: Sequence[EpochWindows]) -> tuple[int, str]:
+    """The smallest parallelism whose capacity takes ``need`` records/s, and the words for it."""
+    capacity, why = _capacity_fn(op, w, epochs)
+    current = w.parallelism
+    _, high = options.bounds(op, w.max_parallelism)
+    limit = min(high, SEARCH_LIMIT)
+    if w.true_processing_rate <= 0:
+        return current, why + "; no processing observed: capacity unknown"
+    gain = options.effectiveness_threshold
+    for p in range(1, limit + 1):
+        if capacity(p) >= need:
+            return p, why + f"; {p} take {capacity(p):,.0f} r/s"
+        if p >= current and capacity(p + 1) - capacity(p) < gain * capacity(p) / p:
+            return p, why + (f"; no parallelism takes {need:,.0f} r/s: {p} take {capacity(p):,.0f}, one more adds "
+                             f"< {gain:.0%} of an instance")  # fmt: skip
+    return limit, why + f"; {limit} (the highest allowed) take {capacity(limit):,.0f} r/s"
+
+
+def _needs(topology: Topology, windows: Mapping[str, OperatorWindow], demands: Mapping[str, SourceDemand], clock: Clock,
+           options: PolicyOptions, steady: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Per operator: ``keep`` (steady + backlog by the deadline, no restart) and ``change`` (the same for a new size,
+    with the input a change owes) in records/s into it. ``steady``: per source, a steady arrival instead of its own."""
+    at = {}
+    for op, d in demands.items():
+        s = d.steady_change if steady is None else steady[op]
+        at[op] = {"keep": d.steady + d.backlog / clock.catch_up,
+                  "change": s + (d.backlog + d.arrival * clock.owed) / clock.drain}  # fmt: skip
+    return flow(topology, windows, at, options.factor)
 
 
 def _usable(topology: Topology, history: Sequence[EpochWindows]) -> list[EpochWindows]:
     return [e for e in history if unusable_epoch(topology, e.windows) is None]
 
 
-def _total_arrival(topology: Topology, windows: Mapping[str, OperatorWindow], source_rates: Mapping[str, float]) -> float:
-    return sum(source_arrival(windows[op], source_rates.get(op))[0] for op in topology.sources)
+def _last_scale_up_epoch(op: str, epochs: Sequence[EpochWindows]) -> int | None:
+    """The index in ``epochs`` of the last epoch before ``op``'s newest change, if that change was a scale-up."""
+    for k in range(len(epochs) - 1, 0, -1):
+        before, after = epochs[k - 1].windows[op].parallelism, epochs[k].windows[op].parallelism
+        if after != before:
+            return k - 1 if after > before else None
+    return None
 
 
-def _demand(topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions,
-            source_rates: Mapping[str, float], past: Sequence[EpochWindows], new_job: bool) -> Demand:  # fmt: skip
-    catch_up, restart = options.effective("catch_up_duration"), options.effective("restart_time")
-    # In epochs: a change decided now takes effect after the restart, and the epoch after it is the
-    # new size's warm-up, which decides nothing: the next change comes two intervals later at best.
-    horizon = (REACTION_EPOCHS * options.interval + restart) / options.interval
-    keep_rates, change_rates, words = {}, {}, {}
-    backlog, steady = None, True
-    for op in topology.sources:
-        rate, basis = source_arrival(windows[op], source_rates.get(op))
-        series = [source_arrival(e.windows[op], source_rates.get(op))[0] for e in past] + [rate]
-        # Only a rise over two epochs in a row is a trend, each above the noise: one jump is a step,
-        # which the trend would carry on as a ramp (a step 20k -> 25k read as heading to 28k).
-        last = series[-RISING_EPOCHS - 1 :]
-        rising = len(last) == RISING_EPOCHS + 1 and all(b > a * (1 + RISE) for a, b in pairwise(last))
-        forecast = damped_holt(series, horizon) if rising else rate
-        pending = windows[op].pending_records or 0.0
-        sized = max(rate, forecast)
-        # Room for the sway, for a new size only: the size that takes the load now is kept (no rescale
-        # for the sway alone), but one that is chosen anyway is chosen with room to spare. The trend,
-        # where there is one, already covers the sway.
-        moves = typical_change(series)
-        sway = max(0.0, rate + moves - sized)
-        # Settled, and not fallen: with settled_scale_down_interval set, a drain's surplus is shed sooner,
-        # but a load that fell (a burst's end, a step down, a sine's descent) may come back, and waits
-        # scale_down_interval (spike, 2026-11-26: 3 -> 8 for a 30-s burst, back to 3 a minute after it).
-        fell = rate < (1 - LOAD_CHANGE) * max(series)
-        steady = steady and settled(series, RISE) and not fell
-        # Hysteresis on the catch-up too: a new size must drain the backlog within catch_up, the current
-        # one is kept while it drains it within KEEP_DRAIN times that. Otherwise a drain on track (a
-        # restart's own backlog, say, worked off in 70 s of a 60-s catch-up) is rescaled again, and the
-        # restart that buys adds backlog of its own.
-        keep_rates[op] = sized + pending / (catch_up * KEEP_DRAIN)
-        change_rates[op] = sized + sway + pending / catch_up + rate * restart / catch_up
-        # A history too short to tell a step from a sway (a new job's first epochs): the sway is unknown,
-        # so a new size leaves room for the arrival to grow, as a target utilization does. A trend, where
-        # there is one, already sizes ahead; a backlog's catch-up mostly asks for more than the room.
-        # (Room on the whole demand instead, 25 % of it, oversized the backlog-driven first sizes: cosine
-        # went 2 -> 8 where 7 drained in time, then 8 -> 6, a second rescale; lab-ds2plus-r12.)
-        cold = new_job and forecast <= rate
-        if cold:
-            change_rates[op] = max(change_rates[op], rate / COLD_UTILIZATION)
-        text = f"arrival {rate:,.0f} r/s ({basis})"
-        if forecast > rate:
-            ahead = horizon * options.interval
-            text += (f", heading to {forecast:,.0f} r/s over the next {ahead:.0f} s "
-                     f"(rising over {RISE:.0%} an epoch for {RISING_EPOCHS}+ epochs)")  # fmt: skip
-        if sway:
-            text += (f", moving {moves:,.0f} r/s an epoch (the median of its last {len(series) - 1} changes): "
-                     f"a new size leaves room for it")  # fmt: skip
-        if cold:
-            text += (f", {len(series) - 1} epoch-to-epoch changes seen (too few to read its sway: "
-                     f"a new size takes it at most {COLD_UTILIZATION:.1%} busy)")  # fmt: skip
-        if pending:
-            text += (f"; backlog {pending:,.0f} records / {catch_up:g} s catch-up = {pending / catch_up:,.0f} r/s "
-                     f"(a size is kept while it drains it within {catch_up * KEEP_DRAIN:g} s)")  # fmt: skip
-        text += f"; a restart ({restart:g} s) adds {rate * restart / catch_up:,.0f} r/s"
-        words[op] = text
-        if backlog is None and pending > rate * DRAINED_S:
-            backlog = f"{topology.operators[op].name} owes {pending:,.0f} records"
-    arrival = _total_arrival(topology, windows, source_rates)
-    return Demand(keep_rates, change_rates, arrival, backlog, steady, words)
+def _held(op: str, epochs: Sequence[EpochWindows], epoch: int, needed: int) -> bool:
+    """Whether ``op`` ran at its current size in each of the ``needed`` epochs before ``epoch`` (none missing)."""
+    recent = {e.epoch: e.windows[op].parallelism for e in epochs}
+    current = epochs[-1].windows[op].parallelism
+    return all(recent.get(e) == current for e in range(epoch - needed, epoch))
 
 
-def _capacity(total_now: float, p: int, alpha_ratio: float, share: float) -> float:
-    """The input rate ``p`` instances take: the scaled capacity, as far as the busiest instance allows."""
-    return total_now * alpha_ratio / (share * p + 1 - share)
-
-
-def _size(op: str, w: OperatorWindow, need: float, options: PolicyOptions, epochs: Sequence[EpochWindows]) -> tuple[int, str]:
-    """The smallest parallelism whose capacity takes ``need`` records/s, and the words for it."""
-    fit = scalability(op, epochs)
-    share = hot_share(w)
-    current, total = w.parallelism, w.true_processing_rate
-    _, high = options.bounds(op, w.max_parallelism)
-    limit = min(high, SEARCH_LIMIT)
-
-    def capacity(p: int) -> float:
-        return _capacity(total, p, fit.ratio(p, current), share)
-
-    why = fit.words()
-    if share:
-        why += f"; one key sends {share:.0%} of the input to the busiest instance"
-    if total <= 0:
-        return current, why + "; no processing observed: capacity unknown"
-    for p in range(1, limit + 1):
-        if capacity(p) >= need:
-            return p, why + f"; {p} take {capacity(p):,.0f} r/s"
-        if p >= current and capacity(p + 1) < capacity(p) * (1 + MARGINAL_GAIN) and capacity(p) < need:
-            # Beyond here no instance adds 5 %: the hot key or the operator's scaling is the limit.
-            return p, why + f"; no parallelism takes {need:,.0f} r/s: {p} take {capacity(p):,.0f}, one more adds < 5 %"
-    return limit, why + f"; {limit} (the highest allowed) take {capacity(limit):,.0f} r/s"
-
-
-def _sizings(topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions,
-             source_rates: Mapping[str, float], past: Sequence[EpochWindows],
-             epoch: int, new_job: bool) -> tuple[dict[str, Sizing], Demand]:  # fmt: skip
-    """Per non-source operator its sizing (past: the usable epochs before this one, oldest first;
-    new_job: the decided epoch's history is too short to read the load's sway)."""
-    demand = _demand(topology, windows, options, source_rates, past, new_job)
-    epochs = [*past, EpochWindows(epoch, windows)]
-    arrivals = [_total_arrival(topology, e.windows, source_rates) for e in epochs]
-    keep_out, change_out = dict(demand.keep), dict(demand.change)
-    out: dict[str, Sizing] = {}
-    for op in topology.order:
-        if topology.operators[op].is_source:
-            continue
-        w = windows[op]
-        keep_in = sum(keep_out[up] for up in topology.upstream(op)) * (1 + options.factor)
-        change_in = sum(change_out[up] for up in topology.upstream(op)) * (1 + options.factor)
-        selectivity = w.true_output_rate / w.true_processing_rate if w.true_processing_rate > 0 else 0.0
-        keep_out[op], change_out[op] = selectivity * keep_in, selectivity * change_in
-        current = w.parallelism
-        capacity = w.true_processing_rate / current
-        optimal = change_in / capacity if capacity > 0 else (math.inf if change_in > 0 else math.nan)
-        # Hysteresis both ways: a new size must take the input with the restart's (so a scale-down is
-        # not undone by its own restart), and a size that takes it without a restart is kept.
-        kept, _ = _size(op, w, keep_in, options, epochs)
-        raw, why = _size(op, w, change_in, options, epochs)
-        why = f"input {change_in:,.0f} r/s with a restart, {keep_in:,.0f} without; capacity {capacity:,.1f} r/s each" + why
-        if raw > current >= kept:
-            raw, why = current, why + f"; {current} take it without a restart: no scale-up for the restart alone"
-        scale_up = last_scale_up(op, epochs, arrivals)
-        if raw > current and scale_up and scale_up.gain < options.effectiveness_threshold:
-            moved = abs(demand.arrival / scale_up.arrival - 1) if scale_up.arrival > 0 else math.inf
-            if moved <= LOAD_CHANGE:
-                why += (f"; the scale-up {scale_up.before} -> {scale_up.after} (epoch {scale_up.epoch}) bought "
-                        f"{scale_up.gain:.0%} {INEFFECTIVE}, under {options.effectiveness_threshold:.0%}: "
-                        f"no further scale-up until the load moves {LOAD_CHANGE:.0%} (it moved {moved:.0%})")  # fmt: skip
-                raw = current
-        if raw < current and demand.backlog:
-            why += f"; no scale-down while a backlog drains ({demand.backlog})"
-            raw = current
-        proposal, limits = bounded(op, raw, w, options)
-        out[op] = Sizing(keep_in, change_in, capacity, optimal, current, proposal, why + f" = {raw}" + limits)
-    return out, demand
+def _scale_down(topology: Topology, op: str, epochs: Sequence[EpochWindows], epoch: int,
+                demands: Mapping[str, SourceDemand], source_rates: Mapping[str, float], clock: Clock,
+                options: PolicyOptions) -> tuple[int, str] | None:  # fmt: skip
+    """(target, words) of a release or a steady scale-down of ``op`` (None: neither applies)."""
+    w = epochs[-1].windows[op]
+    current = w.parallelism
+    k = _last_scale_up_epoch(op, epochs)
+    if k is not None:
+        then = _demands(topology, epochs[: k + 1], source_rates, clock, options)
+        steady = {s: max(d.steady_change, then[s].steady_change) for s, d in demands.items()}
+        need = _needs(topology, epochs[-1].windows, demands, clock, options, steady)[op]["change"]
+        target, why = _size(op, w, need, options, epochs)
+        if target < current:
+            return target, (f"; the backlog is drained: the drain capacity of the scale-up decided at epoch "
+                            f"{epochs[k].epoch} is released to the steady size then or now, {need:,.0f} r/s with "
+                            f"a restart{why}")  # fmt: skip
+    wait = options.effective("scale_down_interval") or 0.0
+    needed = math.ceil(wait / options.interval - 1e-9)
+    need = _needs(topology, epochs[-1].windows, demands, clock, options)[op]["change"]
+    target, why = _size(op, w, need, options, epochs)
+    if target >= current:
+        return None
+    unknown = [topology.operators[s].name for s, d in demands.items() if not d.known]
+    if unknown:
+        # The prior is a guess on the safe side: what is shed on it may be needed once the rises are known.
+        return current, f"; a scale-down to {target} waits until {', '.join(unknown)}'s rises are measured"
+    if not _held(op, epochs, epoch, needed):
+        return current, f"; a scale-down to {target} waits: {wait:g} s at {current} with no rescale (scale_down_interval)"
+    # Flink's wait: the scale-down was proposed in every epoch of it (the load fell at least that long ago),
+    # each epoch's load at today's steady rise. The size is today's, not the largest of the wait's.
+    for e in epochs[-needed - 1 : -1]:
+        then = {s: replace(d, arrival=(a := source_arrival(e.windows[s], source_rates.get(s))[0]), steady_change=a * (1 + d.rise),
+                           backlog=e.windows[s].pending_records or 0.0) for s, d in demands.items()}  # fmt: skip
+        if _size(op, w, _needs(topology, epochs[-1].windows, then, clock, options)[op]["change"], options, epochs)[0] >= current:
+            return current, f"; a scale-down to {target} waits: the load of epoch {e.epoch} needed {current}"
+    return target, f"; {wait:g} s at {current}, each epoch of it proposing less: sized for the steady load with a restart{why}"
 
 
 def evaluate_epoch(
@@ -286,56 +299,54 @@ def evaluate_epoch(
     unusable = unusable_epoch(topology, windows)
     if unusable is not None:
         return unusable
-    past = _usable(topology, history)
     if epoch is None:
         epoch = history[-1].epoch + 1 if history else 0
-    # A new job: the decided epoch's history is too short to read the load's sway. The earlier epochs of
-    # the scale-down window are sized again as the decided one knows the load, not with the cut-off
-    # history each would have inside this window (which made an old job's first epochs look new).
-    new_job = len(past) < VARIATION_CHANGES
-    sizings, demand = _sizings(topology, windows, options, source_rates, past, epoch, new_job)
-    # The scale-down wait: each of the previous epochs of the interval, at this size, proposed one too.
-    shed, wait = options.settled_scale_down_interval, options.effective("scale_down_interval") or 0.0
-    if shed is None:
-        load = f"scale_down_interval {wait:g} s"
-    elif demand.settled:
-        wait, load = shed, f"the load moves under {RISE:.0%} an epoch"
-    else:
-        load = "the load moves, or fell from its high"
-    needed = math.ceil(wait / options.interval - 1e-9)
-    recent = {e.epoch: e for e in past}
-    earlier = []
-    for e in range(epoch - needed, epoch):
-        if e in recent:
-            before = [x for x in past if x.epoch < e]
-            earlier.append(_sizings(topology, recent[e].windows, options, source_rates, before, e, new_job)[0])
-        else:
-            earlier.append(None)
+    epochs = [*_usable(topology, history), EpochWindows(epoch, windows)]
+    clock = Clock.of(options)
+    demands = _demands(topology, epochs, source_rates, clock, options)
+    needs = _needs(topology, windows, demands, clock, options)
+    arrival = sum(d.arrival for d in demands.values())
+    rise = max((d.rise for d in demands.values()), default=0.0)
+    owing = [topology.operators[s].name for s, d in demands.items() if d.backlog > d.arrival * options.drained_lag]
+    arrivals = [sum(source_arrival(e.windows[s], source_rates.get(s))[0] for s in topology.sources) for e in epochs]
     decisions = []
     for op in topology.order:
         w = windows[op]
         if topology.operators[op].is_source:
-            rate, _ = source_arrival(w, source_rates.get(op))
-            decisions.append(source_decision(topology, windows, op, rate, demand.words[op]))
+            decisions.append(source_decision(topology, windows, op, demands[op].arrival, demands[op].words))
             continue
-        s, current = sizings[op], w.parallelism
-        target, why = s.proposal, s.why
-        if target < current:
-            downs = [x[op].proposal for x in earlier if x and x[op].parallelism == current and x[op].proposal < current]
-            if len(downs) >= needed:
-                target = max([target, *downs])
-                why += f"; scale-down proposed for {len(downs) + 1} epochs at {current} ({load}): the largest, {target}"
-            else:
-                why += (f"; scale-down waits: proposed for {len(downs) + 1} epochs at {current}, "
-                        f"needs {needed + 1} ({load})")  # fmt: skip
-                target = current
+        current, need = w.parallelism, needs[op]
+        kept, _ = _size(op, w, need["keep"], options, epochs)
+        capacity = w.true_processing_rate / current
+        why = (f"steady + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size (which owes "
+               f"{clock.owed:g} s of input and drains in {clock.drain:g} s); capacity {capacity:,.1f} r/s each")  # fmt: skip
+        if kept > current:
+            raw, words = _size(op, w, need["change"], options, epochs)
+            why += words + f": scale up to {raw}"
+            scale_up = last_scale_up(op, epochs, arrivals)
+            if scale_up and scale_up.gain < options.effectiveness_threshold:
+                moved = abs(arrival / scale_up.arrival - 1) if scale_up.arrival > 0 else math.inf
+                if moved <= rise:
+                    why += (f"; the scale-up {scale_up.before} -> {scale_up.after} (epoch {scale_up.epoch}) bought "
+                            f"{scale_up.gain:.0%} {INEFFECTIVE}, under {options.effectiveness_threshold:.0%}: no "
+                            f"further scale-up until the load moves beyond its steady rise {rise:.0%} "
+                            f"(it moved {moved:.0%})")  # fmt: skip
+                    raw = current
+        elif owing:
+            raw = current
+            why += f"; {current} carry it and drain by the deadline; no scale-down while {', '.join(owing)} owe input"
+        else:
+            down = _scale_down(topology, op, epochs, epoch, demands, source_rates, clock, options)
+            raw, words = down if down else (current, f"; {current} carry it")
+            why += words
+        target, limits = bounded(op, raw, w, options)
         decisions.append(
             replace(
-                keep(topology, windows, op, why + verdict(current, target)),
-                capacity_per_instance=s.capacity,
-                target_input_rate=s.change_input if target != current else s.keep_input,
+                keep(topology, windows, op, why + limits + verdict(current, target)),
+                capacity_per_instance=capacity,
+                target_input_rate=need["change"] if target != current else need["keep"],
                 target_output_rate=None,
-                optimal_parallelism=s.optimal,
+                optimal_parallelism=need["change"] / capacity if capacity > 0 else None,
                 target_parallelism=target,
             )
         )

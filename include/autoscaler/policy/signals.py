@@ -6,8 +6,7 @@ question DS2's single-window model cannot, with the evidence the lab found it ne
 
 - :func:`damped_holt`: where a source's arrival rate is heading (a ramp is met, not chased);
 - :func:`typical_change`: how far it moves in one epoch when it is not trending (a sine's or a random
-  walk's sway, which a new size must leave room for); :func:`settled`: whether that is under a share
-  of the rate (a steady load, a step's or a burst's end: a scale-down need not wait long);
+  walk's sway): a trend must rise by more than that;
 - :func:`hot_share`: the share of an operator's input that one key sends to one instance (skew);
 - :func:`scalability`: how an operator's capacity grows with its parallelism, fitted over its own
   epochs (sublinear and CPU-bound operators);
@@ -62,16 +61,6 @@ def typical_change(values: Sequence[float]) -> float:
     """
     changes = [abs(b - a) for a, b in pairwise(values)]
     return statistics.median(changes) if len(changes) >= VARIATION_CHANGES else 0.0
-
-
-def settled(values: Sequence[float], share: float) -> bool:
-    """Whether ``values`` (oldest first) typically move under ``share`` of the last one an epoch.
-
-    Unknown (False) with fewer than :data:`VARIATION_CHANGES` changes: a short history tells a step's
-    end from a sine's crest no better than one epoch.
-    """
-    enough = len(values) > VARIATION_CHANGES
-    return enough and typical_change(values) <= share * abs(values[-1])
 
 
 def hot_share(window: OperatorWindow) -> float:
