@@ -188,7 +188,9 @@ def demo(args: argparse.Namespace) -> int:
             "savepoint_dir": f"file://{out / 'flink' / 'savepoints'}",
             "policy_interval": f"{args.interval}s",
             "collect": {"short_window": "10s"},
-            "policy": {"max_parallelism": {"Parse": 8, "Count": 8, "Sink: Writer": 8}},
+            # The demo compresses time: a 4-min phase cannot hold the default 5-min wait before a scale-down of a
+            # load that fell, so this job waits 2 minutes (an option of the job, not of the policy's defaults).
+            "policy": {"max_parallelism": {"Parse": 8, "Count": 8, "Sink: Writer": 8}, "scale_down_interval": "2m"},
             "tags": ["demo"],
             "start_date": schedule_start.isoformat(),
         }
@@ -287,7 +289,7 @@ def main() -> int:
     d = sub.add_parser("demo", help="closed loop against the local Flink test job")
     d.add_argument("--keep-ui", action="store_true", help="leave Airflow and Flink running afterwards")
     d.add_argument("--interval", type=int, default=30, help="policy interval, seconds (default 30)")
-    d.add_argument("--phase", type=int, default=150, help="seconds per load level (default 150)")
+    d.add_argument("--phase", type=int, default=240, help="seconds per load level (default 240)")
     d.add_argument("--rates", default="20000,30000,10000", help="source rate per phase, rec/s")
     d.add_argument("--startup", type=int, default=75, help="seconds allowed for Spark and Airflow to start (default 75)")
     d.set_defaults(func=demo)

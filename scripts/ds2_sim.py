@@ -4,6 +4,7 @@
     .venv/bin/python scripts/ds2_sim.py fidelity       # every honest real run replayed: benchmarks/sim/fidelity.md (and .json)
     .venv/bin/python scripts/ds2_sim.py run SCENARIO.yaml --kind KIND [--seed N] [--set key=value ...]
     .venv/bin/python scripts/ds2_sim.py sweep [--frontier] [--seeds N]  # benchmarks/sim/sweep.md or frontier.md, .json, PNGs
+    .venv/bin/python scripts/ds2_sim.py targets [--before frontier]   # the default's targets per scenario: benchmarks/sim/targets.md
     .venv/bin/python scripts/ds2_sim.py guard [--record]   # the small sweep make test holds each kind's point to
 
 ``fidelity`` replays each real run with the policy it ran: the run's commit is read from its
@@ -183,6 +184,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_targets(args: argparse.Namespace) -> int:
+    """The default kind's targets per scenario (benchmarks/sim/targets.md), from a sweep's JSON."""
+    from autoscaler.lab.scenario import load_scenario
+    from autoscaler.lab.sim.targets import figures, scenario_targets, targets_md
+
+    runs = json.loads((SIM / f"{args.name}.json").read_text())["runs"]
+    intervals = {f"{p.parent.name}/{p.stem}": load_scenario(p).interval_s for p in (SIM / "scenarios").glob("*/*.yaml")}
+    rows = scenario_targets(runs, args.kind, intervals)
+    before = None
+    if args.before:
+        earlier = [r for r in json.loads((SIM / f"{args.before}.json").read_text())["runs"]
+                   if r["default"] and r["variant"] == args.kind]  # fmt: skip
+        by: dict[str, list[dict]] = {}
+        for r in earlier:
+            by.setdefault(f"{r['family']}/{r['scenario']}", []).append(r)
+        before = {scenario: figures(rs) for scenario, rs in by.items()}
+    text = targets_md(rows, args.kind, before)
+    (SIM / "targets.md").write_text(f"# {args.kind}'s targets, from {args.name}.json"
+                                    + (f" (before: {args.before}.json)" if args.before else "") + "\n\n" + text)  # fmt: skip
+    print(text)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """One simulated run: its epochs as the loop report prints them, then its figures."""
     from autoscaler.errors import InputError
@@ -247,6 +271,11 @@ def main() -> int:
     rep = sub.add_parser("report", help="a sweep's tables and PNGs written again from its JSON")
     rep.add_argument("name", help="sweep or frontier: the JSON of that name under benchmarks/sim/")
     rep.set_defaults(func=cmd_report)
+    t = sub.add_parser("targets", help="the default kind's targets per scenario: benchmarks/sim/targets.md")
+    t.add_argument("--name", default="sweep", help="the sweep's JSON under benchmarks/sim/ (default: sweep)")
+    t.add_argument("--kind", default="ds2_plus")
+    t.add_argument("--before", help="an earlier sweep's JSON name, whose figures of the kind are shown beside")
+    t.set_defaults(func=cmd_targets)
     r = sub.add_parser("run", help="one scenario under one kind, its epochs and figures")
     r.add_argument("scenario", type=Path)
     r.add_argument("--kind", required=True, choices=S.KNOBS)

@@ -15,11 +15,18 @@ import yaml
 
 from autoscaler import testjob
 from tests.conftest import ROOT
-from tests.integration.conftest import TESTJOB_JAR, FlinkCluster
+from tests.integration.conftest import TESTJOB_JAR, UNDERPROVISIONED, FlinkCluster
 
-# DS2 asks for Count 4 at this load (see UNDERPROVISIONED); every restart keeps these arguments.
+# DS2 asks for Count 4 at this load (see UNDERPROVISIONED); every restart keeps these arguments. The source
+# reads 8 partitions that owe what it could not emit and reports FLIP-33 pendingRecords, as a Kafka source
+# does: the policy sees records out plus the backlog's growth (honest inputs), never the test job's own
+# rate gauge, which only a test labelled oracle may feed (ORACLE_COLLECT).
 PARALLELISM_ARGS = testjob.PARALLELISM_ARGS
-BASE_ARGS = ["--job-name", "ds2-testjob", "--rate", "20000", "--count-wait-us", "175"]
+BASE_ARGS = ["--job-name", "ds2-testjob", "--rate", "20000", "--count-wait-us", "175", "--partitions", "8",
+             "--backlog", "true"]  # fmt: skip
+ORACLE_COLLECT = {"short_window": "4s", "source_rate_metric": "Source__Source.scheduledRate"}
+# The job these tests start: Count 1 at 20,000 r/s, with the honest source of BASE_ARGS.
+HONEST_UNDERPROVISIONED = [*UNDERPROVISIONED, "--partitions", "8", "--backlog", "true"]
 
 
 def job_entry(flink: FlinkCluster, name: str, interval_s: int, **extra: Any) -> dict[str, Any]:
@@ -33,7 +40,7 @@ def job_entry(flink: FlinkCluster, name: str, interval_s: int, **extra: Any) -> 
         "parallelism_args": PARALLELISM_ARGS,
         "savepoint_dir": flink.savepoint_dir,
         "policy_interval": f"{interval_s}s",
-        "collect": {"short_window": "4s", "source_rate_metric": "Source__Source.scheduledRate"},
+        "collect": {"short_window": "4s"},
         # DS2, the reference: these tests check the loop against its exact sizes (Count 1 -> 4 at 20,000 r/s).
         "policy": {"kind": "ds2", "max_parallelism": {"Count": 8, "Parse": 8, "Sink: Writer": 8}},
         # Short test intervals: a run queued behind an approval or a rescale measures late by more

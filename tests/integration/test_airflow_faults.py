@@ -21,8 +21,7 @@ from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS
 from tests.conftest import ROOT
 from tests.helpers import poll
-from tests.integration.conftest import UNDERPROVISIONED
-from tests.integration.scaling_setup import environment, job_entry
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry
 from tests.integration.test_rescale import assert_runs_at, assert_state_continued, wait_counted
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.faults]
@@ -61,7 +60,7 @@ def _deferred_rescale(server):
 
 def test_scheduler_and_triggerer_killed_while_the_rescale_waits(flink, spark_engine, airflow_server_factory, tmp_path_factory):
     flink.cancel_all()
-    old = flink.start_job(UNDERPROVISIONED).id
+    old = flink.start_job(HONEST_UNDERPROVISIONED).id
     wait_counted(flink.client, old, 2000)
     data = tmp_path_factory.mktemp("ds2-killed")
     env = environment(flink, data / "jobs.yaml", data, [job_entry(flink, "killed", INTERVAL_S)], spark_engine.connection)

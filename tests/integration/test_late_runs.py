@@ -20,8 +20,7 @@ from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from tests.conftest import ROOT
 from tests.helpers import poll
-from tests.integration.conftest import UNDERPROVISIONED
-from tests.integration.scaling_setup import environment, job_entry
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 10
@@ -30,7 +29,7 @@ DAG = "ds2_late"
 
 def test_a_run_two_intervals_late_measures_its_own_epoch(flink, spark_engine, airflow_server_factory, tmp_path_factory):
     flink.cancel_all()
-    flink.start_job(UNDERPROVISIONED)
+    flink.start_job(HONEST_UNDERPROVISIONED)
     data = tmp_path_factory.mktemp("ds2-late")
     # Validation at its defaults (lateness one interval, at least 30 s): no allowance for the delay.
     # Its schedule starts ahead, so that no scheduled run comes before the DAG is paused.

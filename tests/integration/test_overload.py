@@ -19,8 +19,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.helpers import poll
-from tests.integration.conftest import UNDERPROVISIONED
-from tests.integration.scaling_setup import environment, job_entry
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.faults]
 INTERVAL_S = 10
@@ -31,7 +30,7 @@ EPOCHS_UNDER_LOAD = 8
 
 def test_no_epoch_is_lost_under_a_cpu_hog(flink, spark_engine, airflow_server_factory, tmp_path_factory):
     flink.cancel_all()
-    flink.start_job(UNDERPROVISIONED)
+    flink.start_job(HONEST_UNDERPROVISIONED)
     data = tmp_path_factory.mktemp("ds2-hogged")
     start = math.ceil((time.time() + 40) / INTERVAL_S) * INTERVAL_S
     entry = job_entry(flink, "hogged", INTERVAL_S, recommendation_only=True,

@@ -14,8 +14,7 @@ import pytest
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
-from tests.integration.conftest import UNDERPROVISIONED
-from tests.integration.scaling_setup import dag_test_environment, job_entry, next_epoch_end
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, dag_test_environment, job_entry, next_epoch_end
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 10
@@ -32,7 +31,7 @@ def test_a_recommendation_only_job_records_the_rescale_it_would_make_and_is_neve
     from airflow.dag_processing.dagbag import BundleDagBag
 
     flink.cancel_all()
-    flink.start_job(UNDERPROVISIONED)
+    flink.start_job(HONEST_UNDERPROVISIONED)
     before = flink.client.running_job("ds2-testjob")
     bag = BundleDagBag(dag_folder=str(ROOT / "dags"), bundle_path=str(ROOT / "dags"))
     assert bag.import_errors == {}

@@ -14,8 +14,7 @@ import pytest
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
-from tests.integration.conftest import UNDERPROVISIONED
-from tests.integration.scaling_setup import dag_test_environment, job_entry, next_epoch_end
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, dag_test_environment, job_entry, next_epoch_end
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 10
@@ -63,7 +62,7 @@ def _actions(data, job="auto"):
 
 def test_underprovisioned_job_is_rescaled_in_one_run_then_converges(flink, dags, scaling_env):
     flink.cancel_all()
-    flink.start_job(UNDERPROVISIONED)
+    flink.start_job(HONEST_UNDERPROVISIONED)
     dag = dags["ds2_auto"]
 
     first = next_epoch_end(INTERVAL_S)

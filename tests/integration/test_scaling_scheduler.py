@@ -25,8 +25,7 @@ from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
 from tests.helpers import poll
-from tests.integration.conftest import UNDERPROVISIONED
-from tests.integration.scaling_setup import environment, job_entry
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 20
@@ -86,7 +85,7 @@ def test_approval_gate_and_backfill_under_a_real_scheduler(
     flink, spark_engine, airflow_server_factory, prometheus, tmp_path_factory
 ):
     flink.cancel_all()
-    flink.start_job(UNDERPROVISIONED)
+    flink.start_job(HONEST_UNDERPROVISIONED)
     data = tmp_path_factory.mktemp("ds2-gated")
     approval = {"required": True, "approvers": ["admin"], "timeout": "20s", "on_timeout": "reject"}
     entries = [job_entry(flink, "gated", INTERVAL_S, approval=approval)]

@@ -222,7 +222,9 @@ HISTORY_WINDOW = Option(
 EFFECTIVENESS_THRESHOLD = Option(
     "policy.effectiveness_threshold", "number", 0.1,
     "ds2_plus: a scale-up that bought less than this share of the capacity it promised blocks further scale-ups of "
-    "that operator until the load moves 20 % (Flink: job.autoscaler.scaling.effectiveness.threshold).", 0.0,
+    "that operator until the load moves beyond its steady rise; and where no size reaches the need, the proposal "
+    "stops where one more instance adds less than this share of an instance (Flink: "
+    "job.autoscaler.scaling.effectiveness.threshold).", 0.0,
 )  # fmt: skip
 # kind rules: a Dhalion-style rule-based baseline.
 BACKPRESSURE_THRESHOLD = Option(
