@@ -39,9 +39,9 @@ TIMED = """
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, {include!r})
-from autoscaler.record import pages
-from autoscaler.record.series import job_series
-from autoscaler.record.views import job_view
+from autoscaler.observe import pages
+from autoscaler.observe.series import job_series
+from autoscaler.observe.views import job_view
 imports = time.perf_counter() - t0
 links = pages.Links(bundle="/b.js", epoch_prefix="/e/", fleet="/f")
 api, page = [], []

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/ds2_sim.py fidelity       # every honest real run replayed: benchmarks/sim/fidelity.md (and .json)
     .venv/bin/python scripts/ds2_sim.py run SCENARIO.yaml --kind KIND [--seed N] [--set key=value ...]
     .venv/bin/python scripts/ds2_sim.py sweep [--frontier] [--seeds N]  # benchmarks/sim/sweep.md or frontier.md, .json, PNGs
-    .venv/bin/python scripts/ds2_sim.py targets [--before frontier]   # the default's targets per scenario: benchmarks/sim/targets.md
+    .venv/bin/python scripts/ds2_sim.py targets [--before frontier]  # the default's targets: benchmarks/sim/targets.md
     .venv/bin/python scripts/ds2_sim.py guard [--record]   # the small sweep make test holds each kind's point to
 
 ``fidelity`` replays each real run with the policy it ran: the run's commit is read from its

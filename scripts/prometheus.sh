@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Prometheus for the autoscaler's own metrics (Debian's prometheus), and the StatsD receiver it
-# scrapes them from (autoscaler.record.statsd_bridge, the local stand-in for statsd_exporter), both
+# scrapes them from (autoscaler.observe.statsd_bridge, the local stand-in for statsd_exporter), both
 # on 127.0.0.1 and both behind a password generated per install.
 #
 #   scripts/prometheus.sh up        start both, wait until Prometheus is ready (idempotent)
@@ -167,7 +167,7 @@ cmd_up() {
   )
   write_configs "$prom_port" "$bridge_port"
   t0=$(now_ms)
-  start_component bridge "$PYTHON" -m autoscaler.record.statsd_bridge --statsd-port "$statsd_port" \
+  start_component bridge "$PYTHON" -m autoscaler.observe.statsd_bridge --statsd-port "$statsd_port" \
     --http-port "$bridge_port" --user "$USER_NAME" --password-file "$PASSWORD_FILE"
   start_component prometheus "$bin" --config.file="$DATA_DIR/prometheus.yml" --web.config.file="$DATA_DIR/web.yml" \
     --web.listen-address="127.0.0.1:$prom_port" --storage.tsdb.path="$DATA_DIR/tsdb" --storage.tsdb.retention.time=15d

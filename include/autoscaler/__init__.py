@@ -6,7 +6,8 @@
 - ``policy/``: the policies (pure functions) and their Spark evaluation;
 - ``decide/``: whether a proposal is worth acting on (warm-up, hysteresis, cooldown, bounds);
 - ``rescale/``: savepoint-restart and in-place rescales, journaled and rolled back on failure;
-- ``record/``: the audit trail, the outcome of each epoch and the loop report;
+- ``record/``: what an epoch ended as: its outcome, the audit trail and the loop report;
+- ``observe/``: what people look at: the views' read API and pages, the metrics, the alerts;
 - ``store/``: the table schemas and the Parquet store every stage reads and writes;
 - ``flink/``: the Flink REST boundary (client, models, ids, deployment).
 

@@ -1,4 +1,4 @@
-"""Send the autoscaler's metrics (:mod:`autoscaler.record.metrics`) the way Airflow sends its own.
+"""Send the autoscaler's metrics (:mod:`autoscaler.observe.metrics`) the way Airflow sends its own.
 
 Through Airflow's stats facade, so ``[metrics]`` in Airflow's configuration decides where they go:
 ``statsd_on`` (with ``statsd_influxdb_enabled`` for the job and operator labels, as a Prometheus
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from autoscaler.record.metrics import COUNTER, Sample
+from autoscaler.observe.metrics import COUNTER, Sample
 
 log = logging.getLogger(__name__)
 

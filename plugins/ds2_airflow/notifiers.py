@@ -1,12 +1,12 @@
 """Alerts: what a person must look at, sent through Airflow's notifiers.
 
-Every alert (:class:`autoscaler.record.alerts.Alert`) is logged at ERROR and appended, one JSON line
+Every alert (:class:`autoscaler.observe.alerts.Alert`) is logged at ERROR and appended, one JSON line
 each, to ``<DS2_DATA_DIR>/alerts.jsonl``, which the fleet page reads. When the job lists addresses
 (``alerts.email``), it is also e-mailed with the SMTP provider's ``SmtpNotifier`` through the job's
 SMTP connection (``alerts.smtp_conn_id``: host, port, login, password and ``from_email`` in its
 extra). Sending never fails the task that found the problem: the alert is in the file either way.
 
-- the record task sends what :func:`autoscaler.record.alerts.epoch_alerts` finds in each epoch
+- the record task sends what :func:`autoscaler.observe.alerts.epoch_alerts` finds in each epoch
   (a failed rescale, epochs quarantined in a row, an ineffective scale-up);
 - the reconciler's task sends one per job it finds not running, or with a rescale nobody can
   settle now (:mod:`ds2_airflow.operators.reconcile`).
@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.config.jobs import Alerts
-from autoscaler.record.alerts import Alert
+from autoscaler.observe.alerts import Alert
 from ds2_airflow.runtime import data_dir
 
 log = logging.getLogger(__name__)

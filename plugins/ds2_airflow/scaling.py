@@ -18,10 +18,10 @@ from autoscaler.config.options import PolicyOptions
 from autoscaler.decide.replay import replay
 from autoscaler.decide.rules import RESCALE, ScalingPlan
 from autoscaler.fleet.interval import plan_epoch, validation_config
+from autoscaler.observe.alerts import epoch_alerts, views_needed
+from autoscaler.observe.metrics import epoch_samples
+from autoscaler.observe.views import job_view
 from autoscaler.record import audit, outcomes
-from autoscaler.record.alerts import epoch_alerts, views_needed
-from autoscaler.record.metrics import epoch_samples
-from autoscaler.record.views import job_view
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import DECISIONS
 from ds2_airflow.hooks.flink import FlinkHook
@@ -103,7 +103,7 @@ def _failed_tasks(context: Any) -> list[str]:
 
 
 def metrics_and_alerts(job: JobConfig, epoch: int, outcome: str, context: Any) -> None:
-    """The epoch's metrics and alerts, from what the store now holds (autoscaler.record.metrics and .alerts)."""
+    """The epoch's metrics and alerts, from what the store now holds (autoscaler.observe.metrics and .alerts)."""
     try:
         # Enough epochs for the alerts, and for a rescale recorded under an earlier epoch that ran late.
         back = max(views_needed(job.alerts.quarantined_epochs), job.max_late_epochs + 2)

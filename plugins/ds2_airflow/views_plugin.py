@@ -1,7 +1,7 @@
 """The autoscaler's pages in the Airflow UI: a view per job (a tab on its DAGs' pages) and the fleet page.
 
 Served by the api-server under ``/ds2-views/``; the pages and the data come from the core
-(:mod:`autoscaler.record.pages`, :mod:`autoscaler.record.series`, :mod:`autoscaler.record.views`):
+(:mod:`autoscaler.observe.pages`, :mod:`autoscaler.observe.series`, :mod:`autoscaler.observe.views`):
 
 - ``/ds2-views/dags/{dag_id}``: the job of that scaling DAG, over ``?hours=`` (default 6)
   or ``?first=&last=`` epochs; ``/dags/{dag_id}/epochs/{epoch}``: one epoch with its reasons;
@@ -32,7 +32,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from autoscaler.config.jobs import JobConfig, config_path, load_jobs
-from autoscaler.record.views import fleet_view, job_alerts, job_view, recent_alerts
+from autoscaler.observe.views import fleet_view, job_alerts, job_view, recent_alerts
 from autoscaler.store.parquet import epoch_span
 from autoscaler.store.schemas import METRICS
 from ds2_airflow.runtime import DOCS_URL_PREFIX, data_dir, docs_dir, store_root
@@ -83,7 +83,7 @@ def _range(job: JobConfig, hours: float | None, first: int | None, last: int | N
 def _pages() -> ModuleType:
     # altair, jinja2 and pandas load with the first page the api-server serves, not in every process
     # that loads the plugins (the scheduler, the dag-processor and each task parse the DAGs with them).
-    from autoscaler.record import pages
+    from autoscaler.observe import pages
 
     return pages
 
@@ -121,7 +121,7 @@ def views_app() -> FastAPI:
         excluded = (lambda t: any(p.contains(t) for p in job.excluded_periods)) if job.excluded_periods else None
         # The newest epochs' runs may still come, late (the late-runs timetable): pending, not lost.
         pending = int(time.time() // job.interval.total_seconds()) - 1 - job.max_late_epochs
-        from autoscaler.record.series import job_series
+        from autoscaler.observe.series import job_series
 
         series = job_series(store_root(), job.name, job.interval.total_seconds(), lo, hi, excluded=excluded, pending_from=pending)
         return job, series, note

@@ -1,7 +1,7 @@
 """Alerts e-mailed through Airflow's SMTP notifier to a real SMTP server (aiosmtpd on loopback, with a login).
 
 A task process (a real Airflow SDK, the job's SMTP connection from the environment) sends the alerts
-:func:`autoscaler.record.alerts.epoch_alerts` finds in an epoch, as the record task does, and the
+:func:`autoscaler.observe.alerts.epoch_alerts` finds in an epoch, as the record task does, and the
 reconciler's failure callback sends a failed task's. The test reads what the server received:
 who it was for, the subject and each alert's words. With the server down, the alert still reaches
 the alerts file and nothing raises.
@@ -29,8 +29,8 @@ SEND = """
 import types
 from datetime import UTC, datetime, timedelta
 from autoscaler.config.jobs import Alerts
-from autoscaler.record.alerts import UNSETTLED, Alert, epoch_alerts
-from autoscaler.record.views import QUARANTINED, EpochView
+from autoscaler.observe.alerts import UNSETTLED, Alert, epoch_alerts
+from autoscaler.observe.views import QUARANTINED, EpochView
 from ds2_airflow.notifiers import send_alerts
 
 def view(epoch, state="decided", **kw):

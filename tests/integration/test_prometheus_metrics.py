@@ -18,8 +18,8 @@ import textwrap
 import pytest
 import requests
 
-from autoscaler.record import metrics as m
-from autoscaler.record.views import job_view
+from autoscaler.observe import metrics as m
+from autoscaler.observe.views import job_view
 from autoscaler.store.parquet import epoch_span
 from autoscaler.store.schemas import DECISIONS
 from tests.conftest import ROOT
@@ -38,8 +38,8 @@ import sys
 from airflow.sdk._shared.observability.metrics import stats
 from airflow.sdk.observability.metrics import stats_utils
 stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
-from autoscaler.record.metrics import epoch_samples, policy_duration_sample
-from autoscaler.record.views import job_view
+from autoscaler.observe.metrics import epoch_samples, policy_duration_sample
+from autoscaler.observe.views import job_view
 from ds2_airflow.metrics import emit
 store, job, interval, first, last = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 sent = 0

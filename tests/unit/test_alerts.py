@@ -1,4 +1,4 @@
-"""Which epochs raise which alerts (record/alerts.py), and the jobs config's alerts section."""
+"""Which epochs raise which alerts (observe/alerts.py), and the jobs config's alerts section."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 
 from autoscaler.config.jobs import parse_jobs
 from autoscaler.errors import InputError
-from autoscaler.policy.ds2_plus import INEFFECTIVE
-from autoscaler.record.alerts import FAILED_RESCALE, INEFFECTIVE_SCALE_UP, QUARANTINED_EPOCHS, epoch_alerts, views_needed
-from autoscaler.record.views import DECIDED, QUARANTINED, EpochView
+from autoscaler.observe.alerts import FAILED_RESCALE, INEFFECTIVE_SCALE_UP, QUARANTINED_EPOCHS, epoch_alerts, views_needed
+from autoscaler.observe.views import DECIDED, QUARANTINED, EpochView
+from autoscaler.policy.base import INEFFECTIVE_SCALE_UP as INEFFECTIVE
 
 T0 = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -43,13 +43,16 @@ def test_quarantined_epochs_alert_once_when_the_streak_reaches_n():
 
 
 def test_an_ineffective_scale_up_alerts_on_the_first_epoch_that_holds_it():
-    held = {"Count": f"input 30,000 r/s ...; the scale-up 2 -> 4 (epoch 7) bought 3% {INEFFECTIVE}, under 10%: no further"}
-    alerts = epoch_alerts("j", [v(8, reasons={"Count": "ok"}), v(9, reasons=held)], 3)
+    words = {"Count": "input 30,000 r/s ...; the scale-up 2 -> 4 (epoch 7) bought 3% of the capacity it promised"}
+    held = {"reasons": words, "findings": {"Count": (INEFFECTIVE,)}}
+    alerts = epoch_alerts("j", [v(8, reasons={"Count": "ok"}), v(9, **held)], 3)
     assert [(a.kind, a.problem) for a in alerts] == [
-        (INEFFECTIVE_SCALE_UP, "Count: " + held["Count"][held["Count"].find("the scale-up") :])
+        (INEFFECTIVE_SCALE_UP, "Count: " + words["Count"][words["Count"].find("the scale-up") :])
     ]
-    assert kinds([v(9, reasons=held), v(10, reasons=held)]) == []  # still held: said once
-    assert kinds([v(9, reasons=held), v(11, reasons=held)]) == [INEFFECTIVE_SCALE_UP]  # epoch 10 missing: say it again
+    assert kinds([v(9, **held), v(10, **held)]) == []  # still held: said once
+    assert kinds([v(9, **held), v(11, **held)]) == [INEFFECTIVE_SCALE_UP]  # epoch 10 missing: say it again
+    # The finding raises it, not the words: a reason that merely says them raises nothing.
+    assert kinds([v(8), v(9, reasons=words)]) == []
 
 
 def _config(alerts: dict) -> dict:

@@ -1,4 +1,4 @@
-"""The autoscaler's metrics (record/metrics.py) and the StatsD receiver that serves them to Prometheus."""
+"""The autoscaler's metrics (observe/metrics.py) and the StatsD receiver that serves them to Prometheus."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from autoscaler.record import metrics as m
-from autoscaler.record.statsd_bridge import COUNTER, GAUGE, TIMER, Line, Samples, parse_line, with_basic_auth
-from autoscaler.record.views import DECIDED, QUARANTINED, EpochView
+from autoscaler.observe import metrics as m
+from autoscaler.observe.statsd_bridge import COUNTER, GAUGE, TIMER, Line, Samples, parse_line, with_basic_auth
+from autoscaler.observe.views import DECIDED, QUARANTINED, EpochView
 
 START = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -80,7 +80,7 @@ def test_label_values_are_what_airflows_stats_client_accepts():
 
 def test_docs_list_every_metric():
     docs = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
-    assert m.metrics_table() in docs.read_text(), "docs/metrics.md is stale: python -m autoscaler.record.metrics"
+    assert m.metrics_table() in docs.read_text(), "docs/metrics.md is stale: python -m autoscaler.observe.metrics"
 
 
 @pytest.mark.parametrize(

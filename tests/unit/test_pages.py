@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.record import pages
-from autoscaler.record.series import job_series
-from autoscaler.record.views import fleet_view, job_alerts, job_view, recent_alerts
+from autoscaler.observe import pages
+from autoscaler.observe.series import job_series
+from autoscaler.observe.views import fleet_view, job_alerts, job_view, recent_alerts
 from tests.unit.test_views import E0, INTERVAL, T0, store
 
 LINKS = pages.Links(bundle="/v/static/vega.js", epoch_prefix="/v/dags/ds2_j/epochs/", fleet="/v/fleet")

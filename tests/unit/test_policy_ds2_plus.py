@@ -168,6 +168,8 @@ def test_a_scale_up_that_bought_nothing_blocks_the_next_until_the_load_moves():
     now = chain(4, 22_000, capacity=18_900)
     target, why = decide(now, history, epoch=3, restart_time=0.0)["count"]
     assert target == 4 and "bought 8% of the capacity it promised" in why
+    findings = {d.operator_id: d.findings for d in policy_for("ds2_plus")(TOPO, now, options(restart_time=0.0), None, history, 3)}
+    assert findings == {"src": None, "count": "ineffective-scale-up"}
     # The load moves 50 %, beyond the steady rise (the prior's 43 % here): the block lifts.
     assert count(chain(4, 33_000, capacity=18_900), history, epoch=3, restart_time=0.0) > 4
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
+from autoscaler.observe.views import fleet_view, job_view
 from autoscaler.record.audit import record_action
-from autoscaler.record.views import fleet_view, job_view
 from autoscaler.store.parquet import epoch_block, write_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, VALIDATIONS
 from tests.helpers import metrics_rows, topology, window

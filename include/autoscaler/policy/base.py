@@ -84,6 +84,17 @@ class Decision:
     target_parallelism: int
     source_rate_ratio: float | None
     reason: str
+    # What the kind found that other stages act on, as codes of FINDINGS joined by "," (None: nothing). The
+    # reason says it in words for people; a stage that acts on a finding reads this, never the words.
+    findings: str | None = None
+
+
+# The codes a decision's ``findings`` may hold, and what each means.
+INEFFECTIVE_SCALE_UP = "ineffective-scale-up"
+FINDINGS = {
+    INEFFECTIVE_SCALE_UP: "the operator's last scale-up bought less than effectiveness_threshold of the capacity it "
+    "promised, and further scale-ups are held back (the alerts raise it)",
+}
 
 
 class Policy(Protocol):

@@ -137,7 +137,7 @@ def evaluate_columns(
             reasons = [source_reason(r, b) for r, b in zip(rate.tolist(), words[op], strict=True)]
             out.by_op[op] = {**common, "true_output_rate": rate, "capacity_per_instance": None, "target_input_rate": None,
                              "target_output_rate": rate, "optimal_parallelism": None,
-                             "target_parallelism": w["parallelism"], "reason": reasons}  # fmt: skip
+                             "target_parallelism": w["parallelism"], "reason": reasons, "findings": None}  # fmt: skip
             continue
         target_input, capacity, optimal, raw = estimate[op]
         proposal = raw.copy()
@@ -161,5 +161,5 @@ def evaluate_columns(
         out.by_op[op] = {**common, "is_source": False, "true_output_rate": w["true_output_rate"],
                          "capacity_per_instance": capacity, "target_input_rate": target_input,
                          "target_output_rate": output[op], "optimal_parallelism": optimal,
-                         "target_parallelism": target, "reason": reasons}  # fmt: skip
+                         "target_parallelism": target, "reason": reasons, "findings": None}  # fmt: skip
     return out

@@ -50,6 +50,7 @@ import numpy as np
 
 from autoscaler.config.options import PolicyOptions
 from autoscaler.policy.base import (
+    INEFFECTIVE_SCALE_UP,
     Decision,
     EpochWindows,
     OperatorWindow,
@@ -65,8 +66,6 @@ from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, sca
 from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
-# The words of a reason that holds a scale-up back as ineffective (record.alerts looks for them).
-INEFFECTIVE = "of the capacity it promised"
 # One rise is a step; a trend has risen this many epochs in a row, each by more than the load's typical move.
 RISING_EPOCHS = 2
 SEARCH_LIMIT = 4096  # the highest parallelism searched when no bound is set
@@ -315,7 +314,7 @@ def evaluate_epoch(
         if topology.operators[op].is_source:
             decisions.append(source_decision(topology, windows, op, demands[op].arrival, demands[op].words))
             continue
-        current, need = w.parallelism, needs[op]
+        current, need, findings = w.parallelism, needs[op], None
         kept, _ = _size(op, w, need["keep"], options, epochs)
         capacity = w.true_processing_rate / current
         why = (f"steady + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size (which owes "
@@ -328,10 +327,10 @@ def evaluate_epoch(
                 moved = abs(arrival / scale_up.arrival - 1) if scale_up.arrival > 0 else math.inf
                 if moved <= rise:
                     why += (f"; the scale-up {scale_up.before} -> {scale_up.after} (epoch {scale_up.epoch}) bought "
-                            f"{scale_up.gain:.0%} {INEFFECTIVE}, under {options.effectiveness_threshold:.0%}: no "
+                            f"{scale_up.gain:.0%} of the capacity it promised, under {options.effectiveness_threshold:.0%}: no "
                             f"further scale-up until the load moves beyond its steady rise {rise:.0%} "
                             f"(it moved {moved:.0%})")  # fmt: skip
-                    raw = current
+                    raw, findings = current, INEFFECTIVE_SCALE_UP
         elif owing:
             raw = current
             why += f"; {current} carry it and drain by the deadline; no scale-down while {', '.join(owing)} owe input"
@@ -348,6 +347,7 @@ def evaluate_epoch(
                 target_output_rate=None,
                 optimal_parallelism=need["change"] / capacity if capacity > 0 else None,
                 target_parallelism=target,
+                findings=findings,
             )
         )
     return decisions

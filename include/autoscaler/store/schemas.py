@@ -152,6 +152,13 @@ DECISIONS = Table(
         Column("run_id", "string", False, "Identifier of the policy run that wrote the row."),
         Column("run_type", "string", False, "live, backfill, what-if or offline."),
         Column("decided_at", "timestamp", False, "When the policy run computed it (UTC)."),
+        Column(
+            "findings",
+            "string",
+            True,
+            "What the kind found that other stages act on: codes of "
+            "policy.base.FINDINGS joined by ',' (null: nothing; rows written before the column: null).",
+        ),
     ),
     doc="One row per job, epoch and operator: the DS2 estimate, the proposal and why.",
 )

@@ -28,9 +28,9 @@ from autoscaler.collect.flink import topology_path
 from autoscaler.config.jobs import PROJECT_ROOT, JobConfig, data_dir, find_job
 from autoscaler.config.options import PolicyOptions
 from autoscaler.errors import InputError
+from autoscaler.observe.metrics import policy_duration_sample
 from autoscaler.policy import backfill
 from autoscaler.policy.spark.run import StoreRun
-from autoscaler.record.metrics import policy_duration_sample
 from ds2_airflow.metrics import emit
 from ds2_airflow.runtime import BACKFILL, FLEET_RUN, LIVE, WHAT_IF, epoch_for, fleet_handoff, run_type, safe_run_id, store_root
 

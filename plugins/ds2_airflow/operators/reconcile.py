@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator
 
 from autoscaler.config.jobs import JobConfig, load_jobs_each
 from autoscaler.flink.client import FlinkError
-from autoscaler.record.alerts import UNSETTLED, Alert
+from autoscaler.observe.alerts import UNSETTLED, Alert
 from autoscaler.rescale.reconcile import Watched, reconcile_cluster
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.notifiers import send_alerts

@@ -26,10 +26,10 @@ def _mean(runs: Sequence[Mapping[str, Any]], key: str) -> float:
 
 def figures(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """A scenario's figures for one variant: means per run, settled cost over all its settled epochs."""
-    settled_floor = sum(r["settled_floor"] for r in runs)
+    floor = sum(r["settled_floor"] for r in runs)
+    settled = sum(r["settled_instance_seconds"] for r in runs) / floor if floor else math.nan
     return {"cost": _mean(runs, "cost"), "late_s": _mean(runs, "late_s"), "under_s": _mean(runs, "under_s"),
-            "rescales": _mean(runs, "rescales"),
-            "settled": sum(r["settled_instance_seconds"] for r in runs) / settled_floor if settled_floor else math.nan}  # fmt: skip
+            "rescales": _mean(runs, "rescales"), "settled": settled}  # fmt: skip
 
 
 def scenario_targets(records: Sequence[Mapping[str, Any]], kind: str, intervals: Mapping[str, float]) -> list[dict[str, Any]]:

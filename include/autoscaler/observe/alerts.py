@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from autoscaler.policy.ds2_plus import INEFFECTIVE
-from autoscaler.record.views import QUARANTINED, EpochView
+from autoscaler.observe.views import QUARANTINED, EpochView
+from autoscaler.policy.base import INEFFECTIVE_SCALE_UP as INEFFECTIVE
 from autoscaler.store.schemas import FAILED, ROLLED_BACK
 
 # UNSETTLED: the reconciler found the job not running, or a rescale of it nobody can finish now.
@@ -57,8 +57,9 @@ def epoch_alerts(job: str, views: Sequence[EpochView], quarantined_epochs: int) 
         why = f": {now.validation}" if now.validation else ""
         out.append(Alert(QUARANTINED_EPOCHS, job, now.epoch, f"{streak} epochs in a row quarantined by validation{why}"))
     before = views[-2] if len(views) > 1 and views[-2].epoch == now.epoch - 1 else None
-    for op, reason in sorted(now.reasons.items()):
-        if INEFFECTIVE in reason and not (before and INEFFECTIVE in before.reasons.get(op, "")):
+    for op, found in sorted(now.findings.items()):
+        if INEFFECTIVE in found and not (before and INEFFECTIVE in before.findings.get(op, ())):
+            reason = now.reasons.get(op, "")
             detail = reason[reason.find("the scale-up") :] if "the scale-up" in reason else reason
             out.append(Alert(INEFFECTIVE_SCALE_UP, job, now.epoch, f"{op}: {detail}"))
     return out

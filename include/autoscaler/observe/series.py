@@ -1,6 +1,6 @@
 """A job's history as chart series over any range, downsampled on the server: what the job view draws.
 
-:func:`job_series` reads the same tables as :func:`autoscaler.record.views.job_view`, but column-wise
+:func:`job_series` reads the same tables as :func:`autoscaler.observe.views.job_view`, but column-wise
 (pyarrow and pandas, no row objects), so 30 days of 1-minute epochs (43,200) come back as at most
 ``max_points`` buckets per series. Each bucket covers ``step`` whole epochs:
 
@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.compute as pc
 
-from autoscaler.record.views import LOST, QUARANTINED, RECOMMENDATION, WARMUP, epoch_state
+from autoscaler.observe.views import LOST, QUARANTINED, RECOMMENDATION, WARMUP, epoch_state
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, NOOP, RECOMMENDED, VALIDATIONS
 

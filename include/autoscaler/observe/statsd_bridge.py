@@ -10,7 +10,7 @@ counters add up (``_total``), timers (``ms``) become a summary's count and sum i
 The exposition is written by ``prometheus_client`` and served only to a client with the password
 (HTTP basic auth), on loopback.
 
-    python -m autoscaler.record.statsd_bridge --statsd-port 29125 --http-port 29102 --password-file F
+    python -m autoscaler.observe.statsd_bridge --statsd-port 29125 --http-port 29102 --password-file F
 """
 
 from __future__ import annotations

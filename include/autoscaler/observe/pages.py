@@ -1,6 +1,6 @@
 """The job view and the fleet page as HTML: Vega-Lite charts (built with altair) and Jinja2 templates.
 
-Pure: given the read API's data (:mod:`autoscaler.record.series`, :mod:`autoscaler.record.views`)
+Pure: given the read API's data (:mod:`autoscaler.observe.series`, :mod:`autoscaler.observe.views`)
 and the URLs to link to, each function returns a page. The Airflow plugin
 (``plugins/ds2_airflow/views_plugin.py``) serves them behind Airflow's authentication; the charts
 are drawn in the browser by vega-embed from the bundle :func:`vega_bundle` gives (vl-convert's
@@ -22,8 +22,8 @@ from typing import Any
 import altair as alt
 import jinja2
 
-from autoscaler.record.series import EXCLUDED, JobSeries
-from autoscaler.record.views import LOST, QUARANTINED, RECOMMENDATION, WARMUP, EpochView, FleetRow
+from autoscaler.observe.series import EXCLUDED, JobSeries
+from autoscaler.observe.views import LOST, QUARANTINED, RECOMMENDATION, WARMUP, EpochView, FleetRow
 
 SHADE_COLORS = {LOST: "#d62728", QUARANTINED: "#ff7f0e", WARMUP: "#bcbd22", RECOMMENDATION: "#17becf", EXCLUDED: "#9467bd"}
 OUTCOME_COLORS = {"succeeded": "#2ca02c", "failed": "#d62728", "rolled-back": "#ff7f0e", "rejected": "#8c564b",
@@ -32,7 +32,7 @@ CHART_HEIGHT = 170
 RANGES_H = {1: "1 h", 6: "6 h", 24: "24 h", 24 * 7: "7 d", 24 * 30: "30 d"}  # the range choices (hours)
 
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("autoscaler.record", "templates"),
+    loader=jinja2.PackageLoader("autoscaler.observe", "templates"),
     autoescape=jinja2.select_autoescape(default=True),
     undefined=jinja2.StrictUndefined,
 )

@@ -8,7 +8,7 @@ dots become underscores: ``ds2.parallelism.recommended`` is scraped as
 ``airflow_ds2_parallelism_recommended{job="...", operator="..."}``.
 
 Every metric and its meaning is declared once in :data:`METRICS`; ``docs/metrics.md`` is generated
-from it (``python -m autoscaler.record.metrics``).
+from it (``python -m autoscaler.observe.metrics``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.record.views import QUARANTINED, EpochView, current_parallelism
+from autoscaler.observe.views import QUARANTINED, EpochView, current_parallelism
 
 GAUGE, COUNTER = "gauge", "counter"
 

@@ -12,7 +12,7 @@ failures over the last day, and the decision lag.
 
 From a notebook::
 
-    from autoscaler.record.views import job_view, fleet_view
+    from autoscaler.observe.views import job_view, fleet_view
     epochs = job_view("data/store", "testjob", interval_s=60, first=..., last=...)
 """
 
@@ -52,6 +52,7 @@ class EpochView:
     parallelism: dict[str, int] = field(default_factory=dict)  # operator -> instances while measured
     recommended: dict[str, int] = field(default_factory=dict)  # operator -> the policy's proposal
     reasons: dict[str, str] = field(default_factory=dict)  # operator -> the policy's reason
+    findings: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operator -> its codes (policy.base.FINDINGS)
     kind: str | None = None  # the policy kind that decided
     outcome: str | None = None  # the epoch's action: succeeded, noop, rejected, recommended, ...
     message: str | None = None
@@ -113,6 +114,7 @@ def job_view(store_root: str | Path, job: str, interval_s: float, first: int, la
                 parallelism={r["operator_name"]: r["parallelism"] for r in rows},
                 recommended={d["operator_name"]: d["target_parallelism"] for d in decided if not d["is_source"]},
                 reasons={d["operator_name"]: d["reason"] for d in decided},
+                findings={d["operator_name"]: tuple(d["findings"].split(",")) for d in decided if d.get("findings")},
                 kind=options.get("kind"),
                 outcome=action["outcome"] if action else None,
                 message=action["message"] if action else None,
