@@ -36,9 +36,9 @@ from harness import load_script, machine, machine_line, stats, write_results  # 
 SPARK_SH = ROOT / "scripts" / "spark.sh"
 RUN = """
 import sys, time, uuid
-from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.spark import engine
-from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark import engine
+from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs
 url, store, job, topology, out, kind = sys.argv[1:7]
 spark = engine.connect(url)
 t0 = time.monotonic()

@@ -370,9 +370,9 @@ def stage_seconds(folder: Path, t0: float, t1: float) -> dict[str, float]:
 
 POLICY_RUN = """
 import json, os, sys, time
-from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.spark import engine
-from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark import engine
+from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs
 url, store, topology, jobs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 times = []
 for i in range(jobs):

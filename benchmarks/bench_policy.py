@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import machine, write_results  # noqa: E402
 
 from autoscaler.collect.ds2_files import RATE_COLUMNS  # noqa: E402
-from autoscaler.config.options import PolicyOptions  # noqa: E402
-from autoscaler.policy.spark.blocks import BlockRun  # noqa: E402
-from autoscaler.policy.spark.rates_log import decide_rates_log  # noqa: E402
-from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs  # noqa: E402
+from autoscaler.config.policy_options import PolicyOptions  # noqa: E402
+from autoscaler.engine.spark.blocks import BlockRun  # noqa: E402
+from autoscaler.engine.spark.rates_log import decide_rates_log  # noqa: E402
+from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs  # noqa: E402
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, block_dir, read_epochs  # noqa: E402
 from autoscaler.store.schemas import DECISIONS, METRICS  # noqa: E402
 from autoscaler.topology import Operator, Topology, write_topology_csv  # noqa: E402
@@ -62,7 +62,7 @@ CHUNK_BLOCKS = 24  # epoch blocks generated at once: 24 x 1024 epochs x 40 rows 
 WARMUP_ROWS = 4_000  # 100 epochs
 # What is measured per input: Spark's read of it (for reference: the general path's first step), and
 # the whole run as production decides it, which reads, decides and writes each block in one task
-# (policy.spark.blocks; a rates log is first parsed by byte range into blocks, policy.spark.rates_log).
+# (engine.spark.blocks; a rates log is first parsed by byte range into blocks, engine.spark.rates_log).
 PHASES = {"store": ("read", "end-to-end"), "rates-log": ("read", "end-to-end")}
 SAMPLE_S = 0.05
 PEAKS = ("peak_jvm_mb", "peak_python_mb", "peak_other_mb", "peak_total_mb")
@@ -419,7 +419,7 @@ def wait_quiet(max_load: float, max_wait_s: float) -> tuple[float, float]:
 
 class Bench:
     def __init__(self, spark, topo: Topology, quiet_load: float = 0.5, quiet_wait_s: float = 0.0):
-        from autoscaler.policy.spark import decisions, inputs
+        from autoscaler.engine.spark import decisions, inputs
         from autoscaler.store import spark as store
 
         self.quiet_load, self.quiet_wait_s = quiet_load, quiet_wait_s
@@ -451,15 +451,15 @@ class Bench:
         df.write.format("noop").mode("overwrite").save()
 
     def _backfill(self, rows: int, out_root: Path) -> None:
-        """A backfill of the whole store as production runs it (policy.spark.run): block by block where the
-        blocks are stored, no shuffle (policy.spark.blocks), the decisions committed into ``out_root``."""
+        """A backfill of the whole store as production runs it (engine.spark.run): block by block where the
+        blocks are stored, no shuffle (engine.spark.blocks), the decisions committed into ``out_root``."""
         folder = dataset_dir(rows)
         run = StoreRun(str(folder / "store"), JOB, None, None, "backfill", uuid.uuid4().hex,
                        str(folder / "topology.csv"), self.options, decisions_store=str(out_root))  # fmt: skip
         decide_stored_epochs(self.spark, run, self.topo)
 
     def _rates_log(self, rows: int, out_root: Path) -> None:
-        """A rates log decided as ds2_policy decides one in timestamp order (policy.spark.rates_log): its byte
+        """A rates log decided as ds2_policy decides one in timestamp order (engine.spark.rates_log): its byte
         ranges parsed in parallel into a scratch store, then block by block."""
         folder = dataset_dir(rows)
         run = BlockRun("", str(out_root), JOB, self.topo, self.options.resolved(self.topo), self._run_info(), {},
@@ -596,7 +596,7 @@ def _java_version() -> str:
 
 
 CODE_UNDER_TEST = (
-    "include/autoscaler/policy/spark",
+    "include/autoscaler/engine/spark",
     "spark_jobs",
     "include/autoscaler/store/parquet.py",
     "include/autoscaler/store/schemas.py",
@@ -678,8 +678,8 @@ def write_reports(report: dict, results: Path = RESULTS) -> None:
         "(best and median of the repeats; rows/s from the best)",
         "- phases: `read` = input DataFrame to the noop sink; `policy` = decisions (read + DS2) to the noop sink; "
         "`end-to-end`: the run as production makes it, into a fresh store: from the store, "
-        "`policy.spark.run.decide_stored_epochs` (each block read, decided and staged in one task, "
-        "`policy.spark.blocks`, then committed); from a rates log, `policy.spark.rates_log.decide_rates_log` "
+        "`engine.spark.run.decide_stored_epochs` (each block read, decided and staged in one task, "
+        "`engine.spark.blocks`, then committed); from a rates log, `engine.spark.rates_log.decide_rates_log` "
         "(its byte ranges parsed and numbered in parallel into blocks, then the same). Both check the inputs "
         "before the commit. "
         "`decide` and `write` rows are differences of medians (derived, not measured).",
@@ -794,7 +794,7 @@ def main(argv: list[str]) -> None:
         if rows != WARMUP_ROWS:
             datasets.append(meta)
 
-    from autoscaler.policy.spark.session import policy_session
+    from autoscaler.engine.spark.session import policy_session
 
     started = time.perf_counter()
     spark = policy_session(app_name="ds2-policy-bench", master="local[*]")

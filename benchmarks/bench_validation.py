@@ -182,7 +182,7 @@ def bench_range(rows: int, repeat: int, engines: list[str]) -> list[dict]:
     for engine in engines:
         if engine == "spark" and spark is None:
             os.environ.setdefault("SPARK_CONF_DIR", str(ROOT / "conf" / "spark"))
-            from autoscaler.policy.spark.session import policy_session
+            from autoscaler.engine.spark.session import policy_session
 
             spark = policy_session("bench-validation", master="local[*]")
         times = []

@@ -45,9 +45,9 @@ def main() -> int:
 
     from pyspark.sql import SparkSession
 
-    from autoscaler.config.options import PolicyOptions
-    from autoscaler.policy.spark import decisions, inputs
-    from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs, run_options
+    from autoscaler.config.policy_options import PolicyOptions
+    from autoscaler.engine.spark import decisions, inputs
+    from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs, run_options
     from autoscaler.topology import read_topology_csv
 
     data = ROOT / "data" / "bench" / f"rows-{int(args.rows)}"

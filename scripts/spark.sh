@@ -85,7 +85,7 @@ start_component() { # $1 name, then the command
 
 # The Connect server answers a real query (a gRPC round trip, not just an open port).
 answers() { # $1 port
-  "$VENV_BIN/python" -m autoscaler.policy.spark.engine ping "sc://127.0.0.1:$1" >/dev/null 2>&1
+  "$VENV_BIN/python" -m autoscaler.engine.spark.engine ping "sc://127.0.0.1:$1" >/dev/null 2>&1
 }
 
 wait_for() { # $1 what, $2 component, then a command that succeeds when ready
@@ -197,7 +197,7 @@ cmd_up() {
     local t1
     t1=$(now_ms)
     # The first query pays for JIT and code generation of the policy's wide aggregation.
-    "$VENV_BIN/python" -m autoscaler.policy.spark.engine warm-up "sc://127.0.0.1:$CONNECT_PORT" >>"$LOG_DIR/warm-up.log" 2>&1 ||
+    "$VENV_BIN/python" -m autoscaler.engine.spark.engine warm-up "sc://127.0.0.1:$CONNECT_PORT" >>"$LOG_DIR/warm-up.log" 2>&1 ||
       die "the warm-up query failed (log: $LOG_DIR/warm-up.log)"
     log "warmed up in $(secs_since "$t1") s"
   fi

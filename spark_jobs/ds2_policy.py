@@ -27,7 +27,8 @@ import uuid
 from datetime import UTC, datetime
 
 from autoscaler.collect.ds2_files import read_source_rates
-from autoscaler.config.options import POLICY_KINDS, PolicyOptions
+from autoscaler.config.options import POLICY_KINDS
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.report import decision_table
 from autoscaler.store.schemas import DECISIONS
@@ -121,9 +122,9 @@ def run(argv: list[str]) -> int:
     source_rates = read_source_rates(args.source_rates, topology) if args.source_rates else None
 
     # Spark is imported only now: argument and file errors above need no JVM.
-    from autoscaler.policy.spark import decisions, inputs
-    from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
-    from autoscaler.policy.spark.session import policy_session
+    from autoscaler.engine.spark import decisions, inputs
+    from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs
+    from autoscaler.engine.spark.session import policy_session
     from autoscaler.store import spark as store
 
     spark = policy_session(master=args.master)
@@ -172,8 +173,8 @@ def _rates_log_by_blocks(spark: object, args: argparse.Namespace, topology: obje
                          source_rates: dict[str, float] | None, root: str) -> bool:  # fmt: skip
     """A rates log in timestamp order per instance, decided block by block (policy.spark.rates_log); False
     when it needs Spark's general path (out of order, or a line to name as bad)."""
-    from autoscaler.policy.spark.blocks import BlockRun
-    from autoscaler.policy.spark.rates_log import decide_rates_log
+    from autoscaler.engine.spark.blocks import BlockRun
+    from autoscaler.engine.spark.rates_log import decide_rates_log
 
     run = BlockRun("", root, args.job, topology, options, run_info, dict(source_rates or {}), None, None)
     return decide_rates_log(spark, run, args.rates) is not None
@@ -183,7 +184,7 @@ def _print_decisions(args: argparse.Namespace, spark: object, root: str, run_id:
     """--json: one JSON object per (epoch, operator); --table: a text table; otherwise nothing."""
     if not (args.json or args.table):
         return
-    from autoscaler.policy.spark import decisions, inputs
+    from autoscaler.engine.spark import decisions, inputs
 
     rows = (r.asDict() for r in inputs.stored_decisions(spark, root, args.job, run_id, topology).toLocalIterator())
     if args.json:

@@ -35,7 +35,7 @@ def spark():
     """A local Spark session (2 cores, loopback), stopped at the end of the run."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["SPARK_CONF_DIR"] = str(ROOT / "conf" / "spark")
-    from autoscaler.policy.spark.session import policy_session
+    from autoscaler.engine.spark.session import policy_session
 
     session = policy_session("ds2-tests", master="local[2]")
     yield session

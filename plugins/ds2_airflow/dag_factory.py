@@ -24,6 +24,7 @@ from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
 from autoscaler.config import options as opt
 from autoscaler.config.jobs import BOUNDARIES_DAG_ID, RECONCILE_DAG_ID, WHAT_IF_DAG_ID, JobConfig, config_path
+from autoscaler.config.policy_options import PolicyOptions
 from ds2_airflow.fleet import fleet_dag, fleets
 from ds2_airflow.operators.approval import RescaleApprovalOperator
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
@@ -173,7 +174,7 @@ def what_if_params(jobs: list[JobConfig]) -> dict[str, Param]:
         "end": Param(None, type=["null", "string"], description="ISO end of the range (default: now)"),
     }
     for option in opt.OPTIONS:
-        if option.key.startswith("policy.") and option.name in opt.PolicyOptions.__dataclass_fields__:
+        if option.key.startswith("policy.") and option.name in PolicyOptions.__dataclass_fields__:
             limits = {"minimum": option.minimum} if option.minimum is not None and option.kind != "bounds" else {}
             params[option.name] = Param(
                 {} if option.kind == "bounds" else None,

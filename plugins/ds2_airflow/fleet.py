@@ -57,7 +57,7 @@ def _connections(due: list[interval.JobEpoch]) -> dict[str, FlinkConnection]:
 
 
 def _spark(conn_id: str) -> Any:
-    from autoscaler.policy.spark import engine
+    from autoscaler.engine.spark import engine
 
     conn = BaseHook.get_connection(conn_id)
     if conn.conn_type != SparkConnectHook.conn_type:

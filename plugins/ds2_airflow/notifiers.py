@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from autoscaler.config.jobs import Alerts
+from autoscaler.config.sections import Alerts
 from autoscaler.observe.alerts import Alert
 from ds2_airflow.runtime import data_dir
 

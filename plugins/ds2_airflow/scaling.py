@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from autoscaler.config.jobs import JobConfig, config_path, find_job
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.decide.replay import replay
 from autoscaler.decide.rules import RESCALE, ScalingPlan
 from autoscaler.fleet.interval import plan_epoch, validation_config

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 SEND = """
 import types
 from datetime import UTC, datetime, timedelta
-from autoscaler.config.jobs import Alerts
+from autoscaler.config.sections import Alerts
 from autoscaler.observe.alerts import UNSETTLED, Alert, epoch_alerts
 from autoscaler.observe.views import QUARANTINED, EpochView
 from ds2_airflow.notifiers import send_alerts

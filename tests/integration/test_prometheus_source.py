@@ -19,9 +19,9 @@ import pytest
 from autoscaler.collect.flink import snapshot_path, topology_path
 from autoscaler.collect.prometheus import PrometheusConnection, PrometheusReader, collect_epoch, snapshot_at
 from autoscaler.collect.snapshot import save_snapshot, take_snapshot, window_metrics
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs
 from autoscaler.errors import InputError
-from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
 from autoscaler.store.parquet import read_epochs, write_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import write_topology_csv

@@ -1,4 +1,4 @@
-"""A long range decided block by block where it is stored (policy.spark.blocks) keeps the store's contract.
+"""A long range decided block by block where it is stored (engine.spark.blocks) keeps the store's contract.
 
 Writing epochs replaces exactly those epochs: a block's decisions of other epochs are carried over, a
 second run over the same range replaces the first's rows, a failed check commits nothing and leaves no
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.spark.run import COLLECT_EPOCHS, StoreRun, decide_stored_epochs
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.run import COLLECT_EPOCHS, StoreRun, decide_stored_epochs
 from autoscaler.store import parquet as store
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import write_topology_csv

@@ -20,8 +20,8 @@ import urllib.request
 import pytest
 
 from autoscaler.collect.ds2_files import read_rates_log, records_to_metrics
-from autoscaler.policy.spark import engine
-from autoscaler.policy.spark.run import COLLECT_EPOCHS
+from autoscaler.engine.spark import engine
+from autoscaler.engine.spark.run import COLLECT_EPOCHS
 from autoscaler.store import parquet as store
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import read_topology_csv
@@ -31,9 +31,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 VOLATILE = {"decided_at", "run_id"}
 CONNECT_RUN = """
 import sys, time
-from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.spark import engine
-from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark import engine
+from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs
 url, store, first, last, topology, out = sys.argv[1:]
 spark = engine.connect(url, what="spark_test")
 t0 = time.monotonic()
@@ -74,7 +74,7 @@ def test_connect_engine_decides_like_spark_submit(spark_engine, tmp_path):
     assert classic and connect == classic, json.dumps([classic[:2], connect[:2]], default=str)
     assert {r["run_type"] for r in connect} == {"live"}
     print(f"policy run through the warm engine: {res.stdout.strip()} s")
-    # A range past COLLECT_EPOCHS is decided block by block where the blocks are stored (policy.spark.blocks):
+    # A range past COLLECT_EPOCHS is decided block by block where the blocks are stored (engine.spark.blocks):
     # through the Connect server, its Python workers read and stage the blocks themselves.
     args[3], args[5] = str(int(first) + COLLECT_EPOCHS), str(tmp_path / "connect-long")
     res = subprocess.run([sys.executable, "-c", CONNECT_RUN, *args], env=env, capture_output=True, text=True, timeout=300)

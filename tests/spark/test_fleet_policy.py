@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.spark.fleet import decide_fleet_epochs
-from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.fleet import decide_fleet_epochs
+from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs
 from autoscaler.store import parquet as store
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import write_topology_csv

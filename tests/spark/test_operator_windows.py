@@ -3,7 +3,7 @@
 The aggregation is written for speed (no DISTINCT, no set: two plain group-bys, or, given a bound
 of the parallelism, one with each instance a bit of a mask); this pins the meaning of both on random
 rows that include every kind of bad input the policies must see. The Arrow version
-(:mod:`autoscaler.policy.windows`, a backfill block's windows where it is stored) is pinned to the
+(:mod:`autoscaler.engine.windows`, a backfill block's windows where it is stored) is pinned to the
 same meaning on the same rows.
 """
 
@@ -16,8 +16,8 @@ from collections import defaultdict
 import pyarrow as pa
 import pytest
 
-from autoscaler.policy import windows as arrow_windows
-from autoscaler.policy.spark.decisions import operator_windows
+from autoscaler.engine import windows as arrow_windows
+from autoscaler.engine.spark.decisions import operator_windows
 
 pytestmark = pytest.mark.spark
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs
 from autoscaler.policy.base import EpochWindows, history_epochs, policy_for
-from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
 from autoscaler.store import parquet as store
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import write_topology_csv
@@ -67,7 +67,7 @@ def test_a_range_across_epoch_blocks_is_decided_as_in_one_pass(spark, tmp_path, 
     # "short" comes back to the client (one action); "long" reaches past COLLECT_EPOCHS and is decided
     # block by block where the blocks are stored. Either way each block is decided apart, with the
     # history its first epochs need.
-    from autoscaler.policy.spark.run import COLLECT_EPOCHS
+    from autoscaler.engine.spark.run import COLLECT_EPOCHS
 
     root = tmp_path / "store"
     store.write_epochs(root, METRICS, "t", metrics_rows(TOPO, ACROSS))
@@ -87,8 +87,8 @@ def test_a_range_across_epoch_blocks_is_decided_as_in_one_pass(spark, tmp_path, 
 
 
 def test_a_long_range_with_an_unknown_operator_commits_nothing(spark, tmp_path):
+    from autoscaler.engine.spark.run import COLLECT_EPOCHS
     from autoscaler.errors import InputError
-    from autoscaler.policy.spark.run import COLLECT_EPOCHS
 
     root = tmp_path / "store"
     rows = metrics_rows(TOPO, ACROSS)

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark import decisions, inputs
 from autoscaler.policy.base import OperatorWindow
 from autoscaler.policy.ds2 import evaluate_epoch
-from autoscaler.policy.spark import decisions, inputs
 from autoscaler.store.schemas import DECISIONS
 from autoscaler.topology import Operator, Topology, read_topology_csv
 from tests.conftest import RATES_LOG, TOPOLOGY_CSV

@@ -1,4 +1,4 @@
-"""A rates log in timestamp order is decided block by block (policy.spark.rates_log) as Spark's general path decides it.
+"""A rates log in timestamp order is decided block by block (engine.spark.rates_log) as Spark's general path decides it.
 
 Its byte ranges are parsed apart, so a line can begin in one range and end in the next, and an
 instance's epochs are counted across ranges: small ranges put every such case in a short log. What the
@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.spark import blocks, decisions, inputs
-from autoscaler.policy.spark import rates_log as by_ranges
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark import blocks, decisions, inputs
+from autoscaler.engine.spark import rates_log as by_ranges
 from autoscaler.store import parquet as store
 from autoscaler.store import spark as spark_store
 from autoscaler.store.schemas import DECISIONS

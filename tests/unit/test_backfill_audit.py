@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from autoscaler.decide import history
-from autoscaler.policy import backfill
+from autoscaler.engine import backfill
 from autoscaler.record import audit, outcomes
 from autoscaler.rescale.result import RescaleResult
 

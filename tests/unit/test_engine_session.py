@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from autoscaler.policy.spark.engine import SHARED_SESSION, address, with_session
+from autoscaler.engine.spark.engine import SHARED_SESSION, address, with_session
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.decisions import decide_job
+from autoscaler.engine.windows import operator_windows
 from autoscaler.errors import InputError
 from autoscaler.lab.replay import RUN, replay
 from autoscaler.policy import ds2_plus
 from autoscaler.policy.base import OperatorWindow
-from autoscaler.policy.spark.decisions import decide_job
-from autoscaler.policy.windows import operator_windows
 from autoscaler.store.parquet import write_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import write_topology_csv

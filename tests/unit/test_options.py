@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.policy.rounding import key_group_divisors
 
@@ -43,7 +43,8 @@ def test_every_option_has_one_default_and_the_docs_table_is_current():
     from pathlib import Path
 
     from autoscaler.config import options as opt
-    from autoscaler.config.jobs import Approval, JobConfig, Stability
+    from autoscaler.config.jobs import JobConfig
+    from autoscaler.config.sections import Approval, Stability
 
     keys = [o.key for o in opt.OPTIONS]
     assert len(keys) == len(set(keys)) and all(o.meaning for o in opt.OPTIONS)

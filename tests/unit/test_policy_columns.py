@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.decisions import RunInfo, decide_job
 from autoscaler.policy.base import OperatorWindow, columns_for, policy_for
 from autoscaler.policy.columns import WindowColumns
 from autoscaler.policy.ds2 import evaluate_columns, evaluate_epoch
-from autoscaler.policy.spark.decisions import RunInfo, decide_job
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE
 from tests.helpers import topology
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
 from autoscaler.policy.ds2_plus import rises, steady_rise
 from autoscaler.policy.signals import damped_holt, hot_share, scalability, typical_change

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
 from tests.helpers import topology

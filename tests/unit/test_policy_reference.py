@@ -5,7 +5,7 @@ import math
 import pytest
 
 from autoscaler.collect.ds2_files import read_rates_log
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.policy.base import OperatorWindow
 from autoscaler.policy.ds2 import evaluate_epoch
 from autoscaler.policy.rounding import SATURATED, align, round_up

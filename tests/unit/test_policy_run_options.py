@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from autoscaler.config.options import PolicyOptions
-from autoscaler.policy.spark.run import StoreRun, run_options
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.run import StoreRun, run_options
 from autoscaler.record.audit import record_action
 from autoscaler.store.schemas import ACTIONS
 from tests.helpers import topology

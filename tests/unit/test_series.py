@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from autoscaler.config.jobs import ExcludedPeriod
+from autoscaler.config.sections import ExcludedPeriod
 from autoscaler.observe.series import job_series
 from autoscaler.store.parquet import epoch_span, write_epochs
 from autoscaler.store.schemas import METRICS

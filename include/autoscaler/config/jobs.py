@@ -24,11 +24,14 @@ import yaml
 
 from autoscaler.config import options as opt
 from autoscaler.config.fields import Fields
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions, kind_default
+from autoscaler.config.sections import Alerts, Approval, ExcludedPeriod, Stability, read_alerts, read_approval
 from autoscaler.errors import InputError
 from autoscaler.flink import sql
 from autoscaler.flink.deployment import JobDeployment
 from autoscaler.store.parquet import validate_job_name
+from autoscaler.topology import Operator, Topology
+from autoscaler.validate.config import LATENESS_FLOOR_S, ValidationConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_CONFIG = PROJECT_ROOT / "include" / "jobs.yaml"
@@ -42,67 +45,6 @@ def config_path() -> Path:
 def data_dir() -> Path:
     """Runtime data: metrics/decisions/actions store, journals, Data Docs, demo output."""
     return Path(os.environ.get("DS2_DATA_DIR") or PROJECT_ROOT / "data").resolve()
-
-
-@dataclass(frozen=True)
-class Stability:
-    """What a DS2 proposal must get past before it is acted on (see :mod:`autoscaler.decide.rules`)."""
-
-    warmup_epochs: int = opt.WARMUP_EPOCHS.default
-    activation_epochs: int = opt.ACTIVATION_EPOCHS.default
-    ignore_scale_down_by: int = 0  # the job's, else its kind's (options.kind_default)
-    cooldown: timedelta = opt.COOLDOWN.default
-
-    @property
-    def cooldown_s(self) -> float:
-        return self.cooldown.total_seconds()
-
-
-@dataclass(frozen=True)
-class Approval:
-    required: bool = opt.APPROVAL_REQUIRED.default
-    approvers: tuple[str, ...] = opt.APPROVERS.default
-    timeout: timedelta | None = opt.APPROVAL_TIMEOUT.default  # None waits forever
-    on_timeout: str = opt.ON_TIMEOUT.default
-
-    @property
-    def timeout_answer(self) -> str:
-        return "Approve" if self.on_timeout == "approve" else "Reject"
-
-
-@dataclass(frozen=True)
-class Alerts:
-    email: tuple[str, ...] = opt.ALERT_EMAIL.default
-    smtp_conn_id: str = opt.ALERT_SMTP_CONN_ID.default
-    quarantined_epochs: int = opt.ALERT_QUARANTINED_EPOCHS.default
-
-
-# An address as a mail header holds it: no spaces, commas or angle brackets (they would add recipients).
-_EMAIL = re.compile(r"[^@\s,;<>\"']+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*")
-_PERIOD = re.compile(r"(?P<a>(?:[01]\d|2[0-3]):[0-5]\d)-(?P<b>(?:[01]\d|2[0-3]):[0-5]\d)")
-
-
-@dataclass(frozen=True)
-class ExcludedPeriod:
-    """A daily UTC window with no rescale, ``start`` to ``end`` (minutes of the day; it wraps midnight when end < start)."""
-
-    text: str
-    start: int
-    end: int
-
-    @classmethod
-    def parse(cls, text: str) -> ExcludedPeriod:
-        match = _PERIOD.fullmatch(text)
-        if match is None:
-            raise ValueError(f"{text!r} is not a daily UTC window HH:MM-HH:MM")
-        start, end = (int(t[:2]) * 60 + int(t[3:]) for t in (match["a"], match["b"]))
-        if start == end:
-            raise ValueError(f"{text!r} is empty: start and end are equal")
-        return cls(text, start, end)
-
-    def contains(self, when: datetime) -> bool:
-        minute = when.astimezone(UTC).hour * 60 + when.astimezone(UTC).minute
-        return self.start <= minute < self.end if self.start < self.end else minute >= self.start or minute < self.end
 
 
 # The autoscaler's own DAGs, shared by every job: a job's DAG id (ds2_<name>) must not take one of them.
@@ -184,7 +126,7 @@ class JobConfig:
         behind a long one (a rescale, an approval) and measures late by up to about an interval:
         that is a late measurement, not bad data.
         """
-        return float(self.validation.get("lateness_s", max(opt.LATENESS_FLOOR_S, self.interval_s)))
+        return float(self.validation.get("lateness_s", max(LATENESS_FLOOR_S, self.interval_s)))
 
     @property
     def max_boundary_age_s(self) -> float:
@@ -253,33 +195,10 @@ def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
         raise f.error(exc.source.lstrip("-").replace("-", "_"), exc.problem) from None
     stability = {o.name: f.option(o) for o in _STABILITY}
     if stability["ignore_scale_down_by"] is None:
-        stability["ignore_scale_down_by"] = opt.kind_default(options.kind, "ignore_scale_down_by", 0)
+        stability["ignore_scale_down_by"] = kind_default(options.kind, "ignore_scale_down_by", 0)
     stability = Stability(**stability)
     f.done()
     return options, stability
-
-
-def _approval(f: Fields) -> Approval:
-    timeout = f.get(opt.APPROVAL_TIMEOUT.name)
-    approval = Approval(
-        required=f.option(opt.APPROVAL_REQUIRED),
-        approvers=f.option(opt.APPROVERS),
-        timeout=None if timeout in ("none", "never") else f.option(opt.APPROVAL_TIMEOUT),
-        on_timeout=f.option(opt.ON_TIMEOUT),
-    )
-    f.done()
-    return approval
-
-
-def _alerts(f: Fields) -> Alerts:
-    email = f.option(opt.ALERT_EMAIL)
-    for i, address in enumerate(email):
-        if not _EMAIL.fullmatch(address):
-            raise f.error(f"email[{i}]", f"{address!r} is not an e-mail address")
-    alerts = Alerts(email=email, smtp_conn_id=f.option(opt.ALERT_SMTP_CONN_ID),
-                    quarantined_epochs=f.option(opt.ALERT_QUARANTINED_EPOCHS))  # fmt: skip
-    f.done()
-    return alerts
 
 
 def _job(entry: Any, index: int, source: str) -> JobConfig:
@@ -319,8 +238,8 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
         raise f.error("start_date", f"expected an ISO date like 2026-01-01, got {start!r}") from None
     start_date = start_date if start_date.tzinfo else start_date.replace(tzinfo=UTC)
     options, stability = _policy(Fields(f.get("policy"), where, "policy."), interval)
-    approval = _approval(Fields(f.get("approval"), where, "approval."))
-    alerts = _alerts(Fields(f.get("alerts"), where, "alerts."))
+    approval = read_approval(Fields(f.get("approval"), where, "approval."))
+    alerts = read_alerts(Fields(f.get("alerts"), where, "alerts."))
     collect = Fields(f.get("collect"), where, "collect.")
     short_window = collect.option(opt.SHORT_WINDOW)
     source_rate_metric = collect.option(opt.SOURCE_RATE_METRIC)
@@ -368,9 +287,6 @@ def _excluded_periods(f: Fields) -> tuple[ExcludedPeriod, ...]:
 
 def _check_validation(config: JobConfig, where: str) -> None:
     """Validation settings are checked against ValidationConfig now, not at the first epoch."""
-    from autoscaler.topology import Operator, Topology
-    from autoscaler.validate.config import ValidationConfig
-
     placeholder = Topology.from_edges([Operator("src", "src", 1, True)], [])
     try:
         ValidationConfig.from_mapping(placeholder, config.validation, source="validation")

@@ -1,7 +1,8 @@
 """Every option of a registered job, in one place: its key in the jobs config, its default and meaning.
 
 As in the Flink autoscaler's options class, an option is declared once here; the jobs-config
-reader (:mod:`autoscaler.config.jobs`), the policy's :class:`PolicyOptions`, the rescale core,
+reader (:mod:`autoscaler.config.jobs`), the policy's options
+(:class:`autoscaler.config.policy_options.PolicyOptions`), the rescale core,
 the DAG's what-if params and the Spark job all take their defaults from these declarations.
 ``python -m autoscaler.config.options`` prints them as the table in ``docs/options.md``.
 
@@ -12,13 +13,9 @@ their defaults and meanings, by :class:`autoscaler.validate.config.ValidationCon
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import MISSING, asdict, dataclass, field, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-
-from autoscaler.errors import InputError
-from autoscaler.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -48,14 +45,12 @@ class Option:
         return "none" if self.default is None else json.dumps(self.default, default=str)
 
 
-SAVEPOINT_RESTART, IN_PLACE = "savepoint-restart", "in-place"
-TIMEOUT_ANSWERS = ("approve", "reject")
-# A window may start or end this long (at least) outside its epoch's interval: the collection
-# runs after the interval closes, late by the scheduler's delay.
-LATENESS_FLOOR_S = 30.0
 # The highest parallelism a proposal can name: the stand-in for "no upper bound" and for an
 # infinite estimate (the DS2 reference saturates to u32::MAX; bounds cap it).
 SATURATED = 2**31 - 1
+
+SAVEPOINT_RESTART, IN_PLACE = "savepoint-restart", "in-place"
+TIMEOUT_ANSWERS = ("approve", "reject")
 
 # -- where and how often ----------------------------------------------------------------------
 FLINK_CONN_ID = Option("flink_conn_id", "connection", "flink_default", "Airflow connection of the Flink REST API.")
@@ -103,20 +98,6 @@ PROMETHEUS_CONN_ID = Option(
 # -- policy -------------------------------------------------------------------------------------
 # The one registry of policy kinds: each is the module autoscaler/policy/<kind>.py (see policy.base).
 POLICY_KINDS = ("ds2", "utilization", "rules", "ds2_plus")
-# The options whose "none" means the kind's own default: one table, read by PolicyOptions.effective.
-# utilization carries the Flink autoscaler's defaults. ds2_plus's catch-up is not a number here: it is two
-# policy intervals (PolicyOptions.effective), and its restart_time stands in only until a downtime is measured.
-KIND_DEFAULTS: dict[str, dict[str, float]] = {
-    "utilization": {"max_scale_down_factor": 0.4, "scale_down_interval": 3600.0, "catch_up_duration": 1800.0,
-                    "restart_time": 300.0},
-    "ds2_plus": {"scale_down_interval": 300.0, "restart_time": 10.0},
-    # The DS2 reference ignores a scale-down by one instance; the other kinds hold scale-downs back by their own
-    # rules (utilization's band, ds2_plus's restart term, rules' epochs in a row), so none is ignored on top.
-    "ds2": {"ignore_scale_down_by": 1},
-}  # fmt: skip
-# ds2_plus's catch-up, in policy intervals: a backlog found at an epoch's end is gone by the end of the first
-# epoch decided after the rescale it causes (the epoch after a rescale is its warm-up and decides nothing).
-DRAIN_INTERVALS = 2
 KIND = Option(
     "policy.kind", "choice", "ds2_plus",
     "Which policy proposes a job's parallelism (autoscaler/policy/<kind>.py): ds2_plus since it won the policy lab "
@@ -305,138 +286,6 @@ START_TIMEOUT = Option(
 )  # fmt: skip
 
 OPTIONS: tuple[Option, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Option))
-
-
-@dataclass(frozen=True)
-class PolicyOptions:
-    """The options a policy run takes (the Spark job, the engine and the pure-Python reference)."""
-
-    kind: str = REFERENCE_KIND
-    factor: float = FACTOR.default
-    threshold: float | None = THRESHOLD.default
-    min_parallelism: dict[str, int] = field(default_factory=lambda: dict(MIN_PARALLELISM.default))
-    max_parallelism: dict[str, int] = field(default_factory=lambda: dict(MAX_PARALLELISM.default))
-    job_max_parallelism: int | None = JOB_MAX_PARALLELISM.default
-    align_to_key_groups: bool = ALIGN_TO_KEY_GROUPS.default
-    # Durations are seconds here (the options travel as JSON to the Spark job and into each decision).
-    target_utilization: float = TARGET_UTILIZATION.default
-    utilization_boundary: float = UTILIZATION_BOUNDARY.default
-    scale_down_interval: float | None = SCALE_DOWN_INTERVAL.default
-    max_scale_down_factor: float | None = MAX_SCALE_DOWN_FACTOR.default
-    max_scale_up_factor: float | None = MAX_SCALE_UP_FACTOR.default
-    backlog_threshold: float = BACKLOG_THRESHOLD.default.total_seconds()
-    catch_up_duration: float | None = CATCH_UP_DURATION.default
-    restart_time: float | None = RESTART_TIME.default
-    history_window: float = HISTORY_WINDOW.default.total_seconds()
-    steady_quantile: float = STEADY_QUANTILE.default
-    steady_prior_rise: float = STEADY_PRIOR_RISE.default
-    decision_latency: float = DECISION_LATENCY.default.total_seconds()
-    drained_lag: float = DRAINED_LAG.default.total_seconds()
-    effectiveness_threshold: float = EFFECTIVENESS_THRESHOLD.default
-    backpressure_threshold: float = BACKPRESSURE_THRESHOLD.default
-    rules_epochs: int = RULES_EPOCHS.default
-    rules_step: int = RULES_STEP.default
-    low_utilization: float = LOW_UTILIZATION.default
-    # The job's policy interval (seconds), so that a kind can count its epochs of history.
-    interval: float = POLICY_INTERVAL.default.total_seconds()
-
-    def __post_init__(self) -> None:
-        if self.kind not in POLICY_KINDS:
-            raise InputError("--kind", f"policy kind must be one of {', '.join(POLICY_KINDS)}, got {self.kind!r}")
-        if not (isinstance(self.factor, (int, float)) and math.isfinite(self.factor) and self.factor >= 0):
-            raise InputError("--factor", f"over-provisioning factor must be a finite number >= 0, got {self.factor!r}")
-        if self.threshold is not None and not (math.isfinite(self.threshold) and self.threshold >= 1.0):
-            raise InputError("--threshold", f"target-rate-ratio threshold must be >= 1, got {self.threshold!r}")
-        for name, bounds in (("--min-parallelism", self.min_parallelism), ("--max-parallelism", self.max_parallelism)):
-            for op, value in bounds.items():
-                if not isinstance(value, int) or value < 1:
-                    raise InputError(name, f"operator {op!r}: bound must be an integer >= 1, got {value!r}")
-        for op, low in self.min_parallelism.items():
-            high = self.max_parallelism.get(op)
-            if high is not None and high < low:
-                raise InputError("--max-parallelism", f"operator {op!r}: max {high} is below min {low}")
-        if self.job_max_parallelism is not None and self.job_max_parallelism < 1:
-            raise InputError("--job-max-parallelism", f"must be >= 1, got {self.job_max_parallelism}")
-        if not (isinstance(self.steady_quantile, (int, float)) and 0 <= self.steady_quantile < 1):
-            raise InputError("--steady-quantile", f"must be in [0, 1), got {self.steady_quantile!r}")
-        if not 0 < self.target_utilization <= 1:
-            raise InputError("--target-utilization", f"must be in (0, 1], got {self.target_utilization!r}")
-        for name in ("utilization_boundary", "max_scale_down_factor", "backpressure_threshold", "low_utilization",
-                     "effectiveness_threshold"):  # fmt: skip
-            value = getattr(self, name)
-            if value is None and name == "max_scale_down_factor":
-                continue
-            if not (isinstance(value, (int, float)) and 0 <= value <= 1):
-                raise InputError(f"--{name.replace('_', '-')}", f"must be a fraction in [0, 1], got {value!r}")
-        up = self.max_scale_up_factor
-        if up is not None and not (isinstance(up, (int, float)) and math.isfinite(up) and up >= 0):
-            raise InputError("--max-scale-up-factor", f"must be a number >= 0, got {up!r}")
-        for name in ("scale_down_interval", "catch_up_duration", "restart_time", "backlog_threshold", "history_window",
-                     "decision_latency", "drained_lag", "steady_prior_rise"):  # fmt: skip
-            value = getattr(self, name)
-            if value is None and name in ("scale_down_interval", "catch_up_duration", "restart_time"):
-                continue
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise InputError(f"--{name.replace('_', '-')}", f"must be seconds >= 0, got {value!r}")
-        if not (isinstance(self.interval, (int, float)) and math.isfinite(self.interval) and self.interval > 0):
-            raise InputError("--interval", f"the policy interval must be seconds > 0, got {self.interval!r}")
-        if self.catch_up_duration is not None and self.catch_up_duration <= 0:
-            raise InputError("--catch-up-duration", "must be longer than 0 s")
-        for name in ("rules_epochs", "rules_step"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise InputError(f"--{name.replace('_', '-')}", f"must be an integer >= 1, got {getattr(self, name)!r}")
-
-    def resolved(self, topology: Topology) -> PolicyOptions:
-        """The same options with operator names replaced by ids (unknown operators are errors)."""
-        return replace(
-            self,
-            min_parallelism={topology.resolve(k, "--min-parallelism"): v for k, v in self.min_parallelism.items()},
-            max_parallelism={topology.resolve(k, "--max-parallelism"): v for k, v in self.max_parallelism.items()},
-        )
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str, source: str = "--options") -> PolicyOptions:
-        """The inverse of :meth:`to_json`: how the Spark job receives the options the DAG read."""
-        try:
-            data = json.loads(text)
-            if not isinstance(data, dict):
-                raise TypeError("not a JSON object")
-            return cls(**data)
-        except (ValueError, TypeError) as exc:
-            raise InputError(source, f"not valid policy options: {exc}") from None
-
-    @classmethod
-    def describe(cls) -> list[tuple[str, object, str]]:
-        """(name, default, meaning) for every policy option, from the declarations above; the default is the one a
-        run given no value takes (for the kind, :data:`REFERENCE_KIND`, not a job's)."""
-        by_name = {o.name: o for o in OPTIONS if o.key.startswith("policy.")}
-        fields = cls.__dataclass_fields__
-        own = {name: f.default for name, f in fields.items() if f.default is not MISSING}
-        return [(name, own.get(name, by_name[name].default), by_name[name].meaning) for name in fields if name in by_name]
-
-    def effective(self, name: str) -> float | None:
-        """Option ``name`` as set, else the kind's own default (:data:`KIND_DEFAULTS`; None: the kind has none)."""
-        value = getattr(self, name)
-        if value is None and self.kind == "ds2_plus" and name == "catch_up_duration":
-            return DRAIN_INTERVALS * self.interval
-        return value if value is not None else KIND_DEFAULTS.get(self.kind, {}).get(name)
-
-    def scale_down_limit(self) -> float | None:
-        """The fraction of instances one scale-down may remove: the option, else the kind's own (None: no limit)."""
-        return self.effective("max_scale_down_factor")
-
-    def bounds(self, op: str, key_groups: int | None) -> tuple[int, int]:
-        """(lowest, highest) parallelism allowed for operator ``op`` (an id, after :meth:`resolved`)."""
-        caps = [c for c in (self.max_parallelism.get(op), self.job_max_parallelism, key_groups) if c]
-        return self.min_parallelism.get(op, 1), min(caps) if caps else SATURATED
-
-
-def kind_default(kind: str, name: str, otherwise: Any = None) -> Any:
-    """Option ``name``'s default for ``kind`` (:data:`KIND_DEFAULTS`), else ``otherwise``."""
-    return KIND_DEFAULTS.get(kind, {}).get(name, otherwise)
 
 
 def options_table() -> str:

@@ -6,7 +6,7 @@ cost was that, not the work. Here one process does each stage for all due jobs:
 - **collect**: every job's epoch from its boundary snapshots, concurrently (threads: the work is
   waiting on Flink's REST API);
 - **validate**: the GX suite of each job in the one process (one GX context, built once);
-- **policy**: every decidable job in one Spark query (:mod:`autoscaler.policy.spark.fleet`);
+- **policy**: every decidable job in one Spark query (:mod:`autoscaler.engine.spark.fleet`);
 - **decide**: the stability, bound and capacity rules per job (:mod:`autoscaler.decide.rules`).
 
 Each job carries a :class:`JobEpoch` through the stages; a stage that fails for a job sets its
@@ -183,8 +183,8 @@ def validate_all(epochs: Iterable[JobEpoch], store_root: str | Path, docs_dir: P
 
 def policy_all(spark: Any, epochs: Iterable[JobEpoch], store_root: str | Path, run_id: str) -> None:
     """Every decidable epoch's policy in one Spark query; each job's decisions committed on its own."""
-    from autoscaler.policy.spark.fleet import decide_fleet_epochs
-    from autoscaler.policy.spark.run import StoreRun
+    from autoscaler.engine.spark.fleet import decide_fleet_epochs
+    from autoscaler.engine.spark.run import StoreRun
 
     due = [e for e in epochs if e.alive and e.validation.get("decidable", True)]
     root = str(store_root)

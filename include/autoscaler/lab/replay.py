@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.decisions import RunInfo, decide_job
+from autoscaler.engine.windows import operator_windows
 from autoscaler.errors import InputError
-from autoscaler.policy.spark.decisions import RunInfo, decide_job
-from autoscaler.policy.windows import operator_windows
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import read_topology_csv

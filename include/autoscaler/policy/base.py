@@ -13,7 +13,7 @@ A kind is a module ``autoscaler/policy/<kind>.py`` with two functions, ``evaluat
 columns, ``evaluate_columns``: :mod:`autoscaler.policy.columns`), and its name in
 :data:`autoscaler.config.options.POLICY_KINDS`: that tuple is the one registry of kinds (the
 jobs config, the Spark job, the lab and this module all read it). Every kind runs unchanged on
-Python and on Spark (:mod:`autoscaler.policy.spark.decisions`). What every kind shares lives
+Python and on Spark (:mod:`autoscaler.engine.spark.decisions`). What every kind shares lives
 here: the completeness check, the sources' arrival rate and its words, and the bounds, key-group
 alignment and scale-down limit a proposal passes (:func:`bounded`), each written once.
 """
@@ -26,7 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from autoscaler.config.options import POLICY_KINDS, PolicyOptions
+from autoscaler.config.options import POLICY_KINDS
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.errors import InputError
 from autoscaler.policy.rounding import align
 from autoscaler.topology import Topology

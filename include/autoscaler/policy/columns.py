@@ -3,7 +3,7 @@
 A kind's model is written once. A kind that can be evaluated column-wise (DS2: one epoch's rates
 decide, no history) writes it as ``evaluate_columns(topology, WindowColumns, options, source_rates)
 -> DecisionColumns`` and its one-epoch ``evaluate_epoch`` is that function over columns of length
-one. A backfill then decides thousands of epochs per call (:mod:`autoscaler.policy.spark.decisions`)
+one. A backfill then decides thousands of epochs per call (:mod:`autoscaler.engine.spark.decisions`)
 instead of paying Python's per-object cost for each: at 10 operators that cost was about 250 µs an
 epoch, 63 CPU-s for a 10^7-row backfill (``benchmarks/results/policy.md``).
 

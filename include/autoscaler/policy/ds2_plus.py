@@ -48,7 +48,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.policy.base import (
     INEFFECTIVE_SCALE_UP,
     Decision,

@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.policy.base import (
     Decision,
     EpochWindows,

@@ -14,9 +14,12 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
-from autoscaler.config.options import LATENESS_FLOOR_S
 from autoscaler.errors import InputError
 from autoscaler.topology import Topology
+
+# A window may start or end this long (at least) outside its epoch's interval: the collection
+# runs after the interval closes, late by the scheduler's delay.
+LATENESS_FLOOR_S = 30.0
 
 Interval = tuple[datetime, datetime]
 

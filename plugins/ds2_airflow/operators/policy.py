@@ -7,7 +7,7 @@ Two engines, chosen by the connection's type:
   process through the Spark provider's own ``SparkConnectHook``: seconds, no JVM start;
 - ``spark``: a cold ``spark-submit`` of ``spark_jobs/ds2_policy.py`` (``SparkSubmitHook``).
 
-Both run :func:`autoscaler.policy.spark.run.decide_stored_epochs` on the same inputs and write the same rows.
+Both run :func:`autoscaler.engine.spark.run.decide_stored_epochs` on the same inputs and write the same rows.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from autoscaler.collect.flink import topology_path
 from autoscaler.config.jobs import PROJECT_ROOT, JobConfig, data_dir, find_job
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine import backfill
+from autoscaler.engine.spark.run import StoreRun
 from autoscaler.errors import InputError
 from autoscaler.observe.metrics import policy_duration_sample
-from autoscaler.policy import backfill
-from autoscaler.policy.spark.run import StoreRun
 from ds2_airflow.metrics import emit
 from ds2_airflow.runtime import BACKFILL, FLEET_RUN, LIVE, WHAT_IF, epoch_for, fleet_handoff, run_type, safe_run_id, store_root
 
@@ -99,8 +99,8 @@ class PolicyEngineOperator(BaseOperator):
         return "spark-submit"
 
     def _run_connect(self, conn_id: str, run: StoreRun) -> None:
-        from autoscaler.policy.spark import engine
-        from autoscaler.policy.spark.run import decide_stored_epochs
+        from autoscaler.engine.spark import engine
+        from autoscaler.engine.spark.run import decide_stored_epochs
 
         url = SparkConnectHook(conn_id).get_connection_url()
         try:
@@ -126,7 +126,7 @@ class DS2PolicyOperator(PolicyEngineOperator):
     - live run: the epoch just collected and validated (skipped when validation found it not
       decidable, e.g. a warm-up window: there is nothing to decide);
     - backfill run: the first run of a backfill computes every queued run's epoch in one Spark
-      query (or application) and the others find their decisions done (see :mod:`autoscaler.policy.backfill`).
+      query (or application) and the others find their decisions done (see :mod:`autoscaler.engine.backfill`).
     """
 
     def execute(self, context: Any) -> dict[str, Any]:

@@ -33,9 +33,10 @@ RECORD = ROOT / "tests" / "fixtures" / "sim" / "frontier-points.json"
 SEEDS = (1, 2)
 SHARED = (
     "autoscaler/policy/base.py", "autoscaler/policy/rounding.py", "autoscaler/policy/columns.py",
-    "autoscaler/policy/restarts.py", "autoscaler/policy/windows.py", "autoscaler/policy/spark/decisions.py",
-    "autoscaler/policy/spark/run.py", "autoscaler/decide/rules.py", "autoscaler/decide/history.py",
-    "autoscaler/fleet/interval.py", "autoscaler/config/options.py", "autoscaler/config/jobs.py",
+    "autoscaler/policy/restarts.py", "autoscaler/engine/windows.py", "autoscaler/engine/spark/decisions.py",
+    "autoscaler/engine/spark/run.py", "autoscaler/decide/rules.py", "autoscaler/decide/history.py",
+    "autoscaler/fleet/interval.py", "autoscaler/config/options.py", "autoscaler/config/policy_options.py",
+    "autoscaler/config/jobs.py", "autoscaler/config/sections.py",
     "autoscaler/collect/snapshot.py", "autoscaler/lab/result.py", "autoscaler/lab/scenario.py",
     "autoscaler/record/loop_report.py", "autoscaler/store/memory.py", "autoscaler/store/parquet.py",
 )  # fmt: skip

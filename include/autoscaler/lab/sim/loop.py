@@ -8,8 +8,8 @@ Each epoch goes through the code the DAG runs, unchanged, in the same order:
 2. **validate**: a warm-up window is valid but not decidable (the suite's ``no_warmup`` warning). The
    Great Expectations suite itself does not run: the model's rows are well-formed by construction;
 3. **policy**: the kind's own function over the operator windows
-   (:func:`~autoscaler.policy.windows.operator_windows`, then
-   :func:`~autoscaler.policy.spark.decisions.decide_job`, what each Spark task runs), with its
+   (:func:`~autoscaler.engine.windows.operator_windows`, then
+   :func:`~autoscaler.engine.spark.decisions.decide_job`, what each Spark task runs), with its
    history, and the restart time measured on the job's own rescales as a policy run reads it;
 4. **decide**: :func:`~autoscaler.fleet.interval.plan_epoch`, the rules with the history they read
    from the store, at the simulated time;
@@ -45,9 +45,15 @@ from autoscaler.lab.scenario import Scenario, job_settings
 from autoscaler.lab.sim.calibration import Calibration
 from autoscaler.lab.sim.job import EDGES, SOURCE, JobModel, operator_models, source_capacity
 from autoscaler.policy import base as policy_base
-from autoscaler.policy.spark import run as policy_run
-from autoscaler.policy.spark.decisions import RunInfo, decide_job
-from autoscaler.policy.windows import operator_windows
+
+try:  # a replay of an older commit runs the engine code it had beside its policy (fidelity's hybrid trees)
+    from autoscaler.policy.spark import run as policy_run  # type: ignore[no-redef]
+    from autoscaler.policy.spark.decisions import RunInfo, decide_job  # type: ignore[no-redef]
+    from autoscaler.policy.windows import operator_windows  # type: ignore[no-redef]
+except ModuleNotFoundError:
+    from autoscaler.engine.spark import run as policy_run
+    from autoscaler.engine.spark.decisions import RunInfo, decide_job
+    from autoscaler.engine.windows import operator_windows
 from autoscaler.record.loop_report import EpochRow, epoch_rows
 from autoscaler.store.memory import MemoryStore
 from autoscaler.store.parquet import write_epochs
@@ -186,7 +192,7 @@ def _plan(
 
 def _run_options(job: JobConfig, store: MemoryStore, topology: Any, epoch: int) -> Any:
     """The options a policy run of ``epoch`` reads: the job's, by operator id, with the restart time measured
-    on the job's own rescales (:func:`autoscaler.policy.spark.run.run_options`; a policy version from
+    on the job's own rescales (:func:`autoscaler.engine.spark.run.run_options`; a policy version from
     before that function did the same inline, when its kind sized for a measured restart)."""
     if hasattr(policy_run, "run_options"):
         fields = policy_run.StoreRun.__dataclass_fields__

@@ -59,7 +59,7 @@ KNOBS: dict[str, tuple[str, tuple[float, ...], float]] = {
     "ds2_plus": ("catch_up_duration", (180.0, 90.0, 45.0, 20.0), 45.0),
 }
 # The Flink autoscaler's model at this project's clocks: ds2_plus's own defaults for the scale-down wait, the
-# catch-up and the restart (config.options.KIND_DEFAULTS["ds2_plus"]) instead of Flink's 1 h, 30 min and 5 min.
+# catch-up and the restart (config.policy_options.KIND_DEFAULTS["ds2_plus"]) instead of Flink's 1 h, 30 min and 5 min.
 OURS = {"scale_down_interval": "5m", "catch_up_duration": "45s", "restart_time": "10s"}
 
 

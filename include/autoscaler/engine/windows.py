@@ -1,8 +1,8 @@
 """Operator windows over Arrow: the instance rows of each (job, epoch, operator) summed as the policies read them.
 
-The same meaning as Spark's :func:`autoscaler.policy.spark.decisions.operator_windows`, for a
+The same meaning as Spark's :func:`autoscaler.engine.spark.decisions.operator_windows`, for a
 process that holds its rows already (a backfill block read where it is stored,
-:mod:`autoscaler.policy.spark.blocks`): every instance counts once and only within
+:mod:`autoscaler.engine.spark.blocks`): every instance counts once and only within
 1..parallelism (``instances_observed``), the rows beyond those make the epoch incomplete
 (``duplicated_instances``), rates are summed, ratios are the busiest instance's. Both are pinned
 to one written-out meaning on the same bad and good rows (``tests/spark/test_operator_windows.py``).

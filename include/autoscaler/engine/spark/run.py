@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, epoch_span, write_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import Topology, read_topology_csv
@@ -78,8 +78,8 @@ def decide_stored_epochs(
 
     Nothing is committed when the inputs fail their checks (unknown operators, no rows).
     """
+    from autoscaler.engine.spark import blocks, decisions, inputs
     from autoscaler.policy.base import history_epochs
-    from autoscaler.policy.spark import blocks, decisions, inputs
 
     topology = topology or read_topology_csv(run.topology_path)
     options = run_options(run, topology)

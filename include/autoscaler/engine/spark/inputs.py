@@ -1,7 +1,7 @@
 """Policy inputs as DataFrames in the metrics schema: the store, a DS2 rates log, DS2 rate files.
 
 The rates log is parsed by Spark (it can be gigabytes) when it cannot take the faster path by byte
-ranges (:mod:`autoscaler.policy.spark.rates_log`: a log out of timestamp order, or with a bad line).
+ranges (:mod:`autoscaler.engine.spark.rates_log`: a log out of timestamp order, or with a bad line).
 Bad lines are counted while the job runs (``DataFrame.observe``, no extra pass); when there are any,
 the pure-Python reader finds the first one so the error names the file and line
 (:func:`raise_for_bad_lines`).

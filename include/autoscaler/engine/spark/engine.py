@@ -1,7 +1,7 @@
 """The warm Spark engine: a client session on a Spark Connect server, its health check and warm-up.
 
-    python -m autoscaler.policy.spark.engine ping sc://127.0.0.1:15002      exit 0 when a query answers
-    python -m autoscaler.policy.spark.engine warm-up sc://127.0.0.1:15002   one DS2 policy run on the
+    python -m autoscaler.engine.spark.engine ping sc://127.0.0.1:15002      exit 0 when a query answers
+    python -m autoscaler.engine.spark.engine warm-up sc://127.0.0.1:15002   one DS2 policy run on the
                                                                         bundled wordcount example
 
 ``scripts/spark.sh`` starts the server and calls both. A server that does not answer is reported in
@@ -107,8 +107,8 @@ def ping(url: str) -> None:
 def warm_up(url: str) -> float:
     """One policy run on the bundled example through the live code path; its seconds."""
     from autoscaler.collect.ds2_files import read_rates_log, records_to_metrics
-    from autoscaler.config.options import PolicyOptions
-    from autoscaler.policy.spark.run import StoreRun, decide_stored_epochs
+    from autoscaler.config.policy_options import PolicyOptions
+    from autoscaler.engine.spark.run import StoreRun, decide_stored_epochs
     from autoscaler.store import parquet as store
     from autoscaler.store.schemas import METRICS
     from autoscaler.topology import read_topology_csv
@@ -132,7 +132,7 @@ def warm_up(url: str) -> float:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in ("ping", "warm-up"):
-        print("usage: python -m autoscaler.policy.spark.engine ping|warm-up sc://HOST:PORT", file=sys.stderr)
+        print("usage: python -m autoscaler.engine.spark.engine ping|warm-up sc://HOST:PORT", file=sys.stderr)
         return 2
     command, url = argv
     try:

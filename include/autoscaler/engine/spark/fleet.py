@@ -3,7 +3,7 @@
 A per-job run pays a Spark session and a query for a few rows. Here the epochs of all due jobs
 (each with the history its kind looks back on) go to Spark as one DataFrame; Spark sums their
 instance rows into operator windows and runs each job's own kind, options and topology in one
-Python worker call per job (:func:`autoscaler.policy.spark.decisions.decide_job`, the function
+Python worker call per job (:func:`autoscaler.engine.spark.decisions.decide_job`, the function
 every other path runs). One action brings back one row per job: its decision rows as Arrow IPC,
 or the error that stopped that job. A job's error never fails the others: its verdict says why.
 """
@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.run import StoreRun, run_options
 from autoscaler.errors import InputError
-from autoscaler.policy.spark.run import StoreRun, run_options
 from autoscaler.store.parquet import table_dir, write_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import Topology, read_topology_csv
@@ -73,7 +73,7 @@ def decide_fleet_epochs(spark: SparkSession, runs: Sequence[StoreRun]) -> dict[s
 
     Returns, per job, None when its decisions are committed, else the one-line reason they are not.
     """
-    from autoscaler.policy.spark.decisions import RunInfo, decide_job, operator_windows
+    from autoscaler.engine.spark.decisions import RunInfo, decide_job, operator_windows
     from autoscaler.store.spark import conform
 
     verdicts: dict[str, str | None] = {}

@@ -3,8 +3,8 @@
 The store keeps a job's metrics in blocks of :data:`~autoscaler.store.parquet.EPOCH_BLOCK_SIZE`
 epochs, and a block (with the epochs of its first epoch's history) is all its decisions need. So a
 backfill or a what-if over many blocks runs one Spark task per block: the task reads its block's
-metrics file, sums the instance rows into operator windows (:mod:`autoscaler.policy.windows`),
-runs the job's policy kind over them (:func:`~autoscaler.policy.spark.decisions.decide_job`, the
+metrics file, sums the instance rows into operator windows (:mod:`autoscaler.engine.windows`),
+runs the job's policy kind over them (:func:`~autoscaler.engine.spark.decisions.decide_job`, the
 function every path runs), and stages the block's next decisions file beside the store, merged with
 the block's decisions of other epochs. The driver then checks the inputs and commits every staged
 block (:mod:`autoscaler.store.commit`) under the store lock it held throughout: a failed check or a
@@ -27,12 +27,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.engine.spark.decisions import RunInfo, decide_job
+from autoscaler.engine.spark.inputs import unknown_operators_error
+from autoscaler.engine.windows import operator_windows
 from autoscaler.errors import InputError
 from autoscaler.policy.base import history_epochs
-from autoscaler.policy.spark.decisions import RunInfo, decide_job
-from autoscaler.policy.spark.inputs import unknown_operators_error
-from autoscaler.policy.windows import operator_windows
 from autoscaler.store.commit import clean_leftovers, recover, set_aside, staging_for, swap_in
 from autoscaler.store.parquet import (
     EPOCH_BLOCK_SIZE,

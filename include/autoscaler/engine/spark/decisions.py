@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from autoscaler.config.options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.policy.base import BASIS_WORDS, EpochWindows, OperatorWindow, columns_for, history_epochs, policy_for
 from autoscaler.policy.columns import DECISION_FIELDS, INT_FIELDS, NUMERIC_FIELDS, DecisionColumns, WindowColumns
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE

@@ -1,7 +1,7 @@
 """A DS2 rates log decided block by block: its byte ranges parsed in parallel, then the store's block path.
 
 A rates log numbers each instance's lines into epochs by timestamp, so Spark's reading of it
-(:func:`autoscaler.policy.spark.inputs.rates_log`) numbers them with a window over all rows: 12.6-13.2 s
+(:func:`autoscaler.engine.spark.inputs.rates_log`) numbers them with a window over all rows: 12.6-13.2 s
 for 10^7 rows on 2 cores before any deciding (``benchmarks/results/policy.md``). A log written as
 windows close is already in timestamp order per instance, and then an epoch is only a count:
 
@@ -11,7 +11,7 @@ windows close is already in timestamp order per instance, and then an epoch is o
    the count of each instance's lines before it;
 3. the tasks parse their ranges again, number the lines, and write them as metrics rows into a
    temporary store beside the decisions (one file per range and epoch block);
-4. that store is decided by :func:`autoscaler.policy.spark.blocks.decide_stored_blocks`.
+4. that store is decided by :func:`autoscaler.engine.spark.blocks.decide_stored_blocks`.
 
 Whatever this path cannot take exactly -- a line Arrow's reader refuses, a value the checks refuse,
 an instance out of timestamp order, a file with no data lines -- returns None, and the caller takes
@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from autoscaler.collect.ds2_files import RATE_COLUMNS
-from autoscaler.policy.spark.blocks import BlockRun, decide_stored_blocks, per_task
+from autoscaler.engine.spark.blocks import BlockRun, decide_stored_blocks, per_task
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, block_dir, conform
 from autoscaler.store.schemas import METRICS
 from autoscaler.topology import Topology

@@ -1,0 +1,100 @@
+"""A job's sections beyond its policy: stability, approval, alerts and excluded periods, each a value.
+
+Their options are declared in :mod:`autoscaler.config.options`; :mod:`autoscaler.config.jobs` reads a job's
+entry into these.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from autoscaler.config import options as opt
+from autoscaler.config.fields import Fields
+
+
+@dataclass(frozen=True)
+class Stability:
+    """What a DS2 proposal must get past before it is acted on (see :mod:`autoscaler.decide.rules`)."""
+
+    warmup_epochs: int = opt.WARMUP_EPOCHS.default
+    activation_epochs: int = opt.ACTIVATION_EPOCHS.default
+    ignore_scale_down_by: int = 0  # the job's, else its kind's (options.kind_default)
+    cooldown: timedelta = opt.COOLDOWN.default
+
+    @property
+    def cooldown_s(self) -> float:
+        return self.cooldown.total_seconds()
+
+
+@dataclass(frozen=True)
+class Approval:
+    required: bool = opt.APPROVAL_REQUIRED.default
+    approvers: tuple[str, ...] = opt.APPROVERS.default
+    timeout: timedelta | None = opt.APPROVAL_TIMEOUT.default  # None waits forever
+    on_timeout: str = opt.ON_TIMEOUT.default
+
+    @property
+    def timeout_answer(self) -> str:
+        return "Approve" if self.on_timeout == "approve" else "Reject"
+
+
+@dataclass(frozen=True)
+class Alerts:
+    email: tuple[str, ...] = opt.ALERT_EMAIL.default
+    smtp_conn_id: str = opt.ALERT_SMTP_CONN_ID.default
+    quarantined_epochs: int = opt.ALERT_QUARANTINED_EPOCHS.default
+
+
+# An address as a mail header holds it: no spaces, commas or angle brackets (they would add recipients).
+_EMAIL = re.compile(r"[^@\s,;<>\"']+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*")
+_PERIOD = re.compile(r"(?P<a>(?:[01]\d|2[0-3]):[0-5]\d)-(?P<b>(?:[01]\d|2[0-3]):[0-5]\d)")
+
+
+@dataclass(frozen=True)
+class ExcludedPeriod:
+    """A daily UTC window with no rescale, ``start`` to ``end`` (minutes of the day; it wraps midnight when end < start)."""
+
+    text: str
+    start: int
+    end: int
+
+    @classmethod
+    def parse(cls, text: str) -> ExcludedPeriod:
+        match = _PERIOD.fullmatch(text)
+        if match is None:
+            raise ValueError(f"{text!r} is not a daily UTC window HH:MM-HH:MM")
+        start, end = (int(t[:2]) * 60 + int(t[3:]) for t in (match["a"], match["b"]))
+        if start == end:
+            raise ValueError(f"{text!r} is empty: start and end are equal")
+        return cls(text, start, end)
+
+    def contains(self, when: datetime) -> bool:
+        minute = when.astimezone(UTC).hour * 60 + when.astimezone(UTC).minute
+        return self.start <= minute < self.end if self.start < self.end else minute >= self.start or minute < self.end
+
+
+def read_approval(f: Fields) -> Approval:
+    """A job's ``approval`` section; ``f`` is done with it after."""
+    timeout = f.get(opt.APPROVAL_TIMEOUT.name)
+    approval = Approval(
+        required=f.option(opt.APPROVAL_REQUIRED),
+        approvers=f.option(opt.APPROVERS),
+        timeout=None if timeout in ("none", "never") else f.option(opt.APPROVAL_TIMEOUT),
+        on_timeout=f.option(opt.ON_TIMEOUT),
+    )
+    f.done()
+    return approval
+
+
+def read_alerts(f: Fields) -> Alerts:
+    """A job's ``alerts`` section, each address checked; ``f`` is done with it after."""
+    email = f.option(opt.ALERT_EMAIL)
+    for i, address in enumerate(email):
+        if not _EMAIL.fullmatch(address):
+            raise f.error(f"email[{i}]", f"{address!r} is not an e-mail address")
+    alerts = Alerts(email=email, smtp_conn_id=f.option(opt.ALERT_SMTP_CONN_ID),
+                    quarantined_epochs=f.option(opt.ALERT_QUARANTINED_EPOCHS))  # fmt: skip
+    f.done()
+    return alerts
