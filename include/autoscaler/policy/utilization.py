@@ -37,6 +37,7 @@ from autoscaler.policy.base import (
     EpochWindows,
     OperatorWindow,
     bounded,
+    flow,
     keep,
     source_arrival,
     source_decision,
@@ -89,22 +90,19 @@ def _sizings(
     topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions, source_rates: Mapping[str, float]
 ) -> tuple[dict[str, Sizing], str | None]:
     """Per non-source operator its sizing, and the backlog that widens the band (None: none)."""
-    rates: dict[str, float] = {}
-    lags: dict[str, float] = {}
     out: dict[str, Sizing] = {}
     backlog = processing_backlog(topology, windows, options, source_rates)
     u, b = options.target_utilization, options.utilization_boundary
     upper_u, lower_u = (1.0, 0.0) if backlog else (u + b, u - b)
+    catch_up = options.effective("catch_up_duration")
+    at_sources = {op: {"input": source_arrival(windows[op], source_rates.get(op))[0],
+                       "lag": (windows[op].pending_records or 0.0) / catch_up} for op in topology.sources}  # fmt: skip
+    into = flow(topology, windows, at_sources)
     for op in topology.order:
         w = windows[op]
         if topology.operators[op].is_source:
-            rates[op], _ = source_arrival(w, source_rates.get(op))
-            lags[op] = (w.pending_records or 0.0) / options.effective("catch_up_duration")
             continue
-        input_rate = sum(rates[up] for up in topology.upstream(op))
-        lag_rate = sum(lags[up] for up in topology.upstream(op))
-        selectivity = w.true_output_rate / w.true_processing_rate if w.true_processing_rate > 0 else 0.0
-        rates[op], lags[op] = input_rate * selectivity, lag_rate * selectivity
+        input_rate, lag_rate = into[op]["input"], into[op]["lag"]
         capacity = w.observed_processing_rate / w.busy_ratio_max if w.busy_ratio_max > 0 else math.nan
         target = target_capacity(input_rate, lag_rate, u, options, restart=True)
         if not capacity > 0:
