@@ -50,7 +50,7 @@ try:  # a replay of an older commit runs the engine code it had beside its polic
     from autoscaler.policy.spark import run as policy_run  # type: ignore[no-redef]
     from autoscaler.policy.spark.decisions import RunInfo, decide_job  # type: ignore[no-redef]
     from autoscaler.policy.windows import operator_windows  # type: ignore[no-redef]
-except ModuleNotFoundError:
+except ImportError:  # today's tree: the engine is its own stage
     from autoscaler.engine.spark import run as policy_run
     from autoscaler.engine.spark.decisions import RunInfo, decide_job
     from autoscaler.engine.windows import operator_windows
