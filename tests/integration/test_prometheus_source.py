@@ -4,9 +4,10 @@ The under-provisioned test job (a partitioned source owing what it cannot emit, 
 cluster with Flink's Prometheus reporter; Prometheus scrapes it every second. The REST path takes
 its counter snapshots at three boundaries, as the collector does; the Prometheus path reads the same
 boundaries afterwards from Prometheus (:mod:`autoscaler.collect.prometheus`), as a backfill of
-epochs never collected live would. Stated tolerance: each source instance's arrival rate and
-Count's capacity agree within 3 % (the two reads of a boundary differ by up to one scrape interval,
-1 s in a 20-s window, while the rates are steady); the policy (DS2, on Spark) decides the same.
+epochs never collected live would. Stated tolerance: Count's capacity agrees within 3 %; each source
+instance's arrival rate within 3 % plus the share of the 20-s window by which the two reads of its
+boundaries are apart (up to a scrape interval, 1 s, each: most of a back-pressured source's arrival is
+its backlog's growth, which moves with the read's time); the policy (DS2, on Spark) decides the same.
 """
 
 from __future__ import annotations
@@ -69,12 +70,15 @@ def test_an_epoch_read_from_prometheus_agrees_with_the_rest_path(flink_reporting
         by_rest = {(x["operator_name"], x["instance"]): x for x in window_metrics(ra, rb, "j", epoch).to_pylist()}
         by_prom = {(x["operator_name"], x["instance"]): x for x in window_metrics(pa, pb, "j", epoch, "prometheus").to_pylist()}
         assert by_rest.keys() == by_prom.keys()
+        # Each read of a boundary may be a scrape away from the REST one: a rate over the window then differs
+        # by up to the two boundaries' skews' share of the window on top of the steady 3 %.
+        skew = sum(abs((p.taken_at - r.taken_at).total_seconds()) for p, r in ((pa, ra), (pb, rb))) / WINDOW_S
         for key, x in by_rest.items():
             y = by_prom[key]
             assert y["source_format"] == "prometheus" and y["source_rate_basis"] == x["source_rate_basis"]
             if x["is_source"]:
                 assert x["source_rate_basis"] == "emitted+lag" and x["true_output_rate"] > 5_000
-                assert y["true_output_rate"] == pytest.approx(x["true_output_rate"], rel=0.03), key
+                assert y["true_output_rate"] == pytest.approx(x["true_output_rate"], rel=0.03 + skew), (key, skew)
         count = by_rest[("Count", 1)]
         assert count["busy_ms"] > 0.8 * 1000 * WINDOW_S  # the bottleneck: its capacity is what DS2 sizes by
         assert by_prom[("Count", 1)]["true_processing_rate"] == pytest.approx(count["true_processing_rate"], rel=0.03)
