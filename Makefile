@@ -4,9 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
-.PHONY: setup demo demo-ui offline test test-faults test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
+.PHONY: setup demo demo-ui offline test test-faults test-kafka test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
-	prometheus-up prometheus-down prometheus-status cluster-up cluster-status cluster-down cluster-test
+	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status cluster-up cluster-status cluster-down cluster-test
 
 setup:
 	@scripts/bootstrap.sh
@@ -31,11 +31,15 @@ down:
 ## Everything CI runs: lint, unit tests, Spark tests.
 test: setup
 	$(VENV)/bin/ruff check .
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long"
 
 ## Fault injection on real Flink and Airflow: processes killed by pid mid-rescale (~6 min).
 test-faults: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m faults
+
+## The longer Kafka suite: the source with fewer partitions than readers, the rate error per case, Nexmark.
+test-kafka: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m kafka_long
 
 test-lab: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m lab
@@ -116,6 +120,14 @@ prometheus-down:
 	scripts/prometheus.sh down
 prometheus-status:
 	scripts/prometheus.sh status
+
+## A local Kafka 4.4 broker (KRaft, loopback, SASL/SCRAM; jars from Maven Central): scripts/kafka.sh.
+kafka-up: setup
+	scripts/kafka.sh up
+kafka-down:
+	scripts/kafka.sh down
+kafka-status:
+	scripts/kafka.sh status
 
 ## The cluster mode (docs/deploy.md): Airflow with the CeleryExecutor (2 workers, Redis broker), a Spark standalone
 ## master with 2 workers, Flink with 2 TaskManagers, PostgreSQL; loopback only, secrets generated per install, data/cluster.

@@ -166,6 +166,7 @@ cmd_install() {
   check_java
   local want="apache-flink==$FLINK_VERSION apache-flink-libraries==$FLINK_VERSION"
   if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+    install_connectors
     return 0
   fi
   need_python
@@ -214,7 +215,13 @@ cmd_install() {
   mv "$home" "$FLINK_HOME"
   rm -rf "$staging"
   write_cluster_files
+  install_connectors
   log "installed Flink $FLINK_VERSION ($(du -sh "$FLINK_HOME" | cut -f1)) in $(secs_since "$t0") s"
+}
+
+# Flink's optional jars from Maven Central: the Kafka connector into lib/ (scripts/kafka.sh, conf/kafka/pom.xml).
+install_connectors() {
+  "$ROOT/scripts/kafka.sh" install-connector
 }
 
 write_cluster_files() {

@@ -25,6 +25,12 @@ final class JobArgs {
                 + "(a Kafka-like source reporting pendingRecords; default: the rate-limited generator)");
         opt("backlog", "true", "with --partitions: records not emitted (back-pressure, restarts) are owed and "
                 + "emitted as fast as the job allows; false drops what is over 100 ms behind");
+        opt("kafka-topic", null, "read lines from this Kafka topic (the Flink Kafka connector) instead of a built-in source");
+        opt("kafka-group", "ds2-testjob", "with --kafka-topic: the consumer group");
+        opt("kafka-client-config", null, "with --kafka-topic: the client config file (scripts/kafka.sh client-config)");
+        opt("kafka-partition-fetch-bytes", null, "with --kafka-topic: the consumer's max.partition.fetch.bytes (Kafka's "
+                + "default 1 MiB holds about 100,000 of this job's short lines; pendingRecords is as fresh as the last fetch)");
+        opt("kafka-sink-topic", null, "write \"key count\" lines to this Kafka topic (at least once) instead of discarding them");
         opt("words-per-record", "1", "keys per source line: Parse emits this many records per input (selectivity)");
         opt("count-wait-us", "0", "waiting cost per Count record, microseconds (batched sleep; scales with parallelism)");
         opt("count-cpu-us", "0", "CPU cost per Count record, microseconds (busy spin; bounded by the cores)");

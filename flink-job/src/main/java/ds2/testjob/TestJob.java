@@ -64,7 +64,12 @@ public final class TestJob {
             throw new IllegalArgumentException("--skew must be <= 1, got " + skew);
         }
         SingleOutputStreamOperator<String> lines;
-        if (args.has("partitions")) {
+        if (args.has("kafka-topic")) {
+            lines = env.fromSource(
+                    KafkaIo.source(args.get("kafka-topic"), args.get("kafka-group"),
+                            KafkaIo.clientProperties(kafkaClientConfig(args)), args.get("kafka-partition-fetch-bytes")),
+                    WatermarkStrategy.noWatermarks(), "Source");
+        } else if (args.has("partitions")) {
             PartitionedSource source =
                     new PartitionedSource(
                             args.getInt("partitions", 1), args.getBoolean("backlog"), schedule,
@@ -94,14 +99,29 @@ public final class TestJob {
                         .name("Count")
                         .setParallelism(countP);
 
-        counts.sinkTo(new DiscardingSink<>()).uid("Sink").name("Sink").setParallelism(sinkP);
+        if (args.has("kafka-sink-topic")) {
+            counts
+                    .sinkTo(KafkaIo.sink(args.get("kafka-sink-topic"), KafkaIo.clientProperties(kafkaClientConfig(args))))
+                    .uid("Sink")
+                    .name("Sink")
+                    .setParallelism(sinkP);
+        } else {
+            counts.sinkTo(new DiscardingSink<>()).uid("Sink").name("Sink").setParallelism(sinkP);
+        }
 
         System.out.printf(
                 "%s: schedule %s from %d, parallelism source %d, parse %d, count %d, sink %d, "
-                        + "max %d, %d keys (skew %s), partitions %s (backlog %s), parse %s, count %s%n",
+                        + "max %d, %d keys (skew %s), partitions %s (backlog %s), kafka %s, parse %s, count %s%n",
                 args.get("job-name"), schedule, scheduleStartMs, sourceP, parseP, countP, sinkP,
-                maxParallelism, keys, skew, args.get("partitions"), args.get("backlog"), parseCost, countCost);
+                maxParallelism, keys, skew, args.get("partitions"), args.get("backlog"), args.get("kafka-topic"), parseCost, countCost);
         env.execute(args.get("job-name"));
+    }
+
+    private static String kafkaClientConfig(JobArgs args) {
+        if (!args.has("kafka-client-config")) {
+            throw new IllegalArgumentException("--kafka-topic and --kafka-sink-topic need --kafka-client-config");
+        }
+        return args.get("kafka-client-config");
     }
 
     private static int parallelism(JobArgs args, String name, int maxParallelism) {

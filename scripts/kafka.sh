@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# The project's own Apache Kafka 4.4 broker: one combined KRaft controller+broker, from its Maven Central
+# jars (conf/kafka/pom.xml, resolved once into build/kafka-4.4.0/), loopback only. Clients log in with
+# SASL/SCRAM-SHA-256 as a user whose password is generated per install; the controller listener is
+# broker-internal. A system Kafka, and any port already taken, are left alone.
+#
+#   scripts/kafka.sh install     resolve the broker's jars (and the connector, when Flink is installed)
+#   scripts/kafka.sh install-connector
+#                                the Flink Kafka connector into Flink's lib/ (scripts/flink.sh install calls it)
+#   scripts/kafka.sh up          install, write the config and format the storage once, start the broker,
+#                                wait until a SCRAM client lists its topics (idempotent; a dead broker
+#                                is started again on its port, with its data)
+#   scripts/kafka.sh down        stop the broker this data dir started (by its pid)
+#   scripts/kafka.sh status      exit 0 running and answering, 3 stopped, 1 running but not answering
+#   scripts/kafka.sh client-config
+#                                print the path of the client config (bootstrap servers, SASL mechanism,
+#                                user and password; owner-only) that the load generator, the tests and
+#                                the Kafka-fed Flink jobs read
+#
+# Environment: KAFKA_DATA_DIR (data/kafka: server.properties and client.properties, mode 0600; the log
+# dirs, the broker's log and pid file), KAFKA_PORT (the client listener; the first free port from 29092
+# when unset, kept across restarts while it stays free; the controller takes the next free one),
+# KAFKA_START_TIMEOUT (60 s), KAFKA_STOP_TIMEOUT (30 s), KAFKA_HEAP (512m).
+set -euo pipefail
+
+SCRIPT_NAME=kafka.sh
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+KAFKA_VERSION=4.4.0
+FLINK_HOME=$ROOT/build/flink-2.3.0
+KAFKA_HOME=$ROOT/build/kafka-$KAFKA_VERSION
+CONNECTOR=flink-sql-connector-kafka-5.0.0-2.2.jar
+POM=$ROOT/conf/kafka/pom.xml
+DATA_DIR=$(realpath -m "${KAFKA_DATA_DIR:-$ROOT/data/kafka}")
+CONF=$DATA_DIR/server.properties     # generated: conf/kafka/server.properties + this instance's settings
+CLIENT=$DATA_DIR/client.properties   # what clients need to log in (librdkafka's key names)
+STATE=$DATA_DIR/ds2-kafka.env        # ports, cluster id and user of this instance
+PID_FILE=$DATA_DIR/kafka.pid
+LOG=$DATA_DIR/kafka.log
+LOG_DIRS=$DATA_DIR/logs
+# Below Linux's ephemeral range, as scripts/postgres.sh's port.
+DEFAULT_PORT=29092
+KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-60}
+KAFKA_STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
+check_uints KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT
+START_TIMEOUT=$KAFKA_START_TIMEOUT
+STOP_TIMEOUT=$KAFKA_STOP_TIMEOUT
+[ -z "${KAFKA_PORT:-}" ] || check_uints KAFKA_PORT
+HEAP=${KAFKA_HEAP:-512m}
+[[ $HEAP =~ ^[0-9]+[mg]$ ]] || die "KAFKA_HEAP must look like 512m or 1g, got '$HEAP'"
+USER_NAME=ds2
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; }
+
+java_cmd() {
+  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then echo "$JAVA_HOME/bin/java"; else command -v java || die "java (17+) is missing"; fi
+}
+
+# mvn dependency:copy-dependencies of one profile of conf/kafka/pom.xml into $2 (replaced atomically).
+resolve() { # $1 profile, $2 folder
+  command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is missing: it resolves Kafka's jars from Maven Central"
+  local tmp=$2.tmp
+  rm -rf "$tmp"
+  log "resolving the $1 jars from Maven Central (conf/kafka/pom.xml) into $2"
+  # Maven's output is shown only when it fails.
+  if ! mvn -q -B -f "$POM" -P "$1" dependency:copy-dependencies -DoutputDirectory="$tmp" \
+    -Dmaven.repo.local="${MAVEN_REPO:-$HOME/.m2/repository}" >"$tmp.log" 2>&1; then
+    cat "$tmp.log" >&2
+    die "mvn could not resolve the $1 jars (conf/kafka/pom.xml)"
+  fi
+  rm -f "$tmp.log"
+  rm -rf "$ROOT/conf/kafka/target"
+  rm -rf "$2"
+  mv "$tmp" "$2"
+}
+
+cmd_install() {
+  [ $# -eq 0 ] || die "install takes no arguments"
+  local stamp=$KAFKA_HOME/.ds2-resolved want
+  want=$(sha256sum "$POM" | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    mkdir -p "$KAFKA_HOME"
+    resolve broker "$KAFKA_HOME/libs"
+    echo "$want" >"$stamp"
+  fi
+  [ ! -d "$FLINK_HOME/lib" ] || cmd_install_connector
+}
+
+cmd_install_connector() {
+  [ $# -eq 0 ] || die "install-connector takes no arguments"
+  [ -d "$FLINK_HOME/lib" ] || die "no Flink in $FLINK_HOME: 'scripts/flink.sh install' first"
+  [ ! -f "$FLINK_HOME/lib/$CONNECTOR" ] || return 0
+  resolve flink-connector "$KAFKA_HOME/flink-connector"
+  cp "$KAFKA_HOME/flink-connector/$CONNECTOR" "$FLINK_HOME/lib/$CONNECTOR.tmp"
+  mv "$FLINK_HOME/lib/$CONNECTOR.tmp" "$FLINK_HOME/lib/$CONNECTOR"
+  log "installed $CONNECTOR into $FLINK_HOME/lib (a Flink cluster running now sees it after a restart)"
+}
+
+read_state() {
+  RECORDED_PORT= CONTROLLER_PORT= CLUSTER_ID= PASSWORD=
+  [ -f "$STATE" ] || return 0
+  local k v
+  while IFS='=' read -r k v; do
+    case $k in
+      KAFKA_PORT) RECORDED_PORT=$v ;;
+      KAFKA_CONTROLLER_PORT) CONTROLLER_PORT=$v ;;
+      KAFKA_CLUSTER_ID) CLUSTER_ID=$v ;;
+      KAFKA_PASSWORD) PASSWORD=$v ;;
+    esac
+  done <"$STATE"
+}
+
+write_state() {
+  (
+    umask 077
+    printf 'KAFKA_PORT=%s\nKAFKA_CONTROLLER_PORT=%s\nKAFKA_CLUSTER_ID=%s\nKAFKA_PASSWORD=%s\n' \
+      "$RECORDED_PORT" "$CONTROLLER_PORT" "$CLUSTER_ID" "$PASSWORD" >"$STATE.tmp"
+  )
+  mv "$STATE.tmp" "$STATE"
+}
+
+write_confs() {
+  (
+    umask 077
+    {
+      echo "# scripts/kafka.sh: this instance (owner-only: it holds the inter-broker login)"
+      cat "$ROOT/conf/kafka/server.properties"
+      echo "node.id=1"
+      echo "controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT"
+      echo "listeners=SASL_PLAINTEXT://127.0.0.1:$RECORDED_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
+      echo "advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$RECORDED_PORT"
+      echo "log.dirs=$LOG_DIRS"
+      echo "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$USER_NAME\" password=\"$PASSWORD\";"
+    } >"$CONF.tmp"
+    {
+      echo "# scripts/kafka.sh: how a client logs in to this broker (librdkafka's names; owner-only)"
+      echo "bootstrap.servers=127.0.0.1:$RECORDED_PORT"
+      echo "security.protocol=SASL_PLAINTEXT"
+      echo "sasl.mechanism=SCRAM-SHA-256"
+      echo "sasl.username=$USER_NAME"
+      echo "sasl.password=$PASSWORD"
+    } >"$CLIENT.tmp"
+  )
+  mv "$CONF.tmp" "$CONF"
+  mv "$CLIENT.tmp" "$CLIENT"
+}
+
+our_pid() { live_pid "$PID_FILE"; }
+
+# A SCRAM client lists the broker's topics (autoscaler.kafka: the password is read from the client config).
+answers() {
+  "$PYTHON" -m autoscaler.kafka probe --client-config "$CLIENT" --timeout 3 >/dev/null 2>&1
+}
+
+classpath() { echo "$KAFKA_HOME/libs/*"; }
+
+cmd_up() {
+  [ $# -eq 0 ] || die "up takes no arguments"
+  need_python
+  cmd_install
+  local java pid t0 deadline
+  java=$(java_cmd)
+  mkdir -p "$DATA_DIR"
+  chmod 700 "$DATA_DIR"
+  read_state
+  pid=$(our_pid)
+  if [ -n "$pid" ]; then
+    deadline=$(($(date +%s) + START_TIMEOUT))
+    until answers; do
+      [ "$(date +%s)" -lt "$deadline" ] || die "running (pid $pid) but not answering on 127.0.0.1:$RECORDED_PORT (log: $LOG)"
+      sleep 0.5
+    done
+    log "already running on 127.0.0.1:$RECORDED_PORT (pid $pid)"
+    return 0
+  fi
+  [ -n "$PASSWORD" ] || PASSWORD=$(random_secret 32)
+  [ -n "$CLUSTER_ID" ] || CLUSTER_ID=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+  if [ -n "${KAFKA_PORT:-}" ]; then
+    port_taken "$KAFKA_PORT" && die "port $KAFKA_PORT (KAFKA_PORT) is taken by something else: choose another"
+    RECORDED_PORT=$KAFKA_PORT
+  elif [ -z "$RECORDED_PORT" ] || port_taken "$RECORDED_PORT"; then
+    RECORDED_PORT=$(first_free_port "$DEFAULT_PORT")
+  fi
+  if [ -z "$CONTROLLER_PORT" ] || port_taken "$CONTROLLER_PORT" || [ "$CONTROLLER_PORT" = "$RECORDED_PORT" ]; then
+    CONTROLLER_PORT=$(first_free_port $((RECORDED_PORT + 1)))
+  fi
+  write_state
+  write_confs
+  local -a jvm=(-Xms"$HEAP" -Xmx"$HEAP" -Djava.awt.headless=true
+    "-Dlog4j2.configurationFile=$ROOT/conf/kafka/log4j2.properties" -cp "$(classpath)")
+  if [ ! -f "$LOG_DIRS/meta.properties" ]; then
+    # Format once, with the SCRAM user the listener accepts (KRaft keeps it in the metadata log). The
+    # password reaches the tool through a java @argument file (owner-only, removed after), never a command line.
+    local scram=$DATA_DIR/.format-args
+    (
+      umask 077
+      printf 'kafka.tools.StorageTool\nformat\n-t\n%s\n-c\n"%s"\n--add-scram\n"SCRAM-SHA-256=[name=%s,password=%s]"\n--ignore-formatted\n' \
+        "$CLUSTER_ID" "$CONF" "$USER_NAME" "$PASSWORD" >"$scram"
+    )
+    "$java" "${jvm[@]}" "@$scram" >>"$LOG" 2>&1 || {
+      rm -f "$scram"
+      tail -n 20 "$LOG" >&2
+      die "formatting the storage failed (log: $LOG)"
+    }
+    rm -f "$scram"
+  fi
+  t0=$(now_ms)
+  echo "===== $(date -Is) kafka.Kafka $CONF" >>"$LOG"
+  # A session of its own: the broker outlives the make, test or terminal that started it.
+  setsid "$java" "${jvm[@]}" kafka.Kafka "$CONF" </dev/null >>"$LOG" 2>&1 9>&- &
+  pid=$!
+  echo "$pid $(proc_start "$pid" || die "the broker exited at once (log: $LOG)")" >"$PID_FILE"
+  deadline=$(($(date +%s) + START_TIMEOUT))
+  until answers; do
+    if [ -z "$(our_pid)" ]; then
+      tail -n 30 "$LOG" >&2 || true
+      die "the broker exited during start-up (log: $LOG)"
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      tail -n 30 "$LOG" >&2 || true
+      die "the broker is not answering within $START_TIMEOUT s (log: $LOG); 'scripts/kafka.sh down' stops it"
+    fi
+    sleep 0.5
+  done
+  log "Kafka $KAFKA_VERSION up on 127.0.0.1:$RECORDED_PORT in $(secs_since "$t0") s (pid $pid, data $DATA_DIR; client config $CLIENT)"
+}
+
+cmd_down() {
+  [ $# -eq 0 ] || die "down takes no arguments"
+  local pid t0
+  pid=$(our_pid)
+  if [ -z "$pid" ]; then
+    rm -f "$PID_FILE"
+    log "not running"
+    return 0
+  fi
+  t0=$(now_ms)
+  # SIGTERM: a controlled shutdown that flushes the logs.
+  stop_pids "$pid" || die "could not stop pid $pid"
+  rm -f "$PID_FILE"
+  log "stopped (pid $pid) in $(secs_since "$t0") s"
+}
+
+cmd_status() {
+  [ $# -eq 0 ] || die "status takes no arguments"
+  local pid
+  pid=$(our_pid)
+  read_state
+  if [ -z "$pid" ]; then
+    echo "kafka: stopped (data $DATA_DIR)"
+    return 3
+  fi
+  if ! answers; then
+    echo "kafka: running (pid $pid) but not answering on 127.0.0.1:$RECORDED_PORT (log: $LOG)"
+    return 1
+  fi
+  echo "kafka: running on 127.0.0.1:$RECORDED_PORT (pid $pid, data $DATA_DIR)"
+  return 0
+}
+
+cmd_client_config() {
+  [ $# -eq 0 ] || die "client-config takes no arguments"
+  [ -f "$CLIENT" ] || die "no client config in $DATA_DIR: 'scripts/kafka.sh up' first"
+  echo "$CLIENT"
+}
+
+dispatch "$@"
