@@ -6,8 +6,6 @@ own; :class:`KafkaBroker` creates topics, runs the load generator as a subproces
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from autoscaler.kafka.client import ensure_topic, read_client_config
+from autoscaler.kafka.generator import rate_between, read_progress
 from tests.conftest import ROOT
 from tests.helpers import free_port, poll
 
@@ -35,25 +34,12 @@ class Generator:
     progress: Path
 
     def points(self) -> list[tuple[float, int]]:
-        """(wall time, records acknowledged so far), once a second."""
-        if not self.progress.exists():
-            return []
-        return [(p["t"], p["acked"]) for p in map(json.loads, self.progress.read_text().splitlines()) if p]
+        return read_progress(self.progress)
 
     def rate_between(self, start: float, end: float) -> float:
-        """The records per second acknowledged between two wall times (interpolated between its points)."""
-        # Its progress is written once a second: wait for the point after ``end``.
-        pts = poll(f"the generator's progress past {end:.1f}", lambda: (p := self.points()) and p[-1][0] >= end and p, 10, 0.2)
-        if pts[0][0] > start:
-            raise AssertionError(f"the generator's progress does not cover {start:.1f}..{end:.1f}: {pts[:1]}..{pts[-1:]}")
-
-        def at(t: float) -> float:
-            for (t0, a0), (t1, a1) in itertools.pairwise(pts):
-                if t0 <= t <= t1:
-                    return a0 + (a1 - a0) * (t - t0) / (t1 - t0 or 1)
-            return pts[-1][1]
-
-        return (at(end) - at(start)) / (end - start)
+        """The records per second acknowledged between two wall times (its progress is written once a second)."""
+        points = poll(f"the generator's progress past {end:.1f}", lambda: (p := self.points()) and p[-1][0] >= end and p, 10, 0.2)
+        return rate_between(points, start, end)
 
     def finish(self, timeout_s: float = 120.0) -> int:
         """Wait for it to end (its duration, or a stop); the records acknowledged."""

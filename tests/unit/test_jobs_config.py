@@ -160,6 +160,30 @@ def test_a_sql_job_is_checked(tmp_path):
         sql_job(script)
 
 
+def nexmark_job(query: str, **changes):
+    files = ["flink-job/sql/nexmark/tables.sql", f"flink-job/sql/nexmark/{query}.sql"]
+    entry = {"name": query, "flink_job_name": f"nexmark-{query}", "sql_file": files, **changes}
+    return parse_jobs({"jobs": [entry]}, "jobs.yaml")[0]
+
+
+@pytest.mark.parametrize("query", ["q1", "q2", "q5", "q8"])
+def test_a_nexmark_query_is_its_tables_then_its_own_script_with_the_kafka_login_by_path(query):
+    job = nexmark_job(query, kafka_client_config="/etc/ds2/kafka-client.properties")
+    args = job.deployment.base_args
+    assert list(args[:3]) == ["--kafka-client-config", "/etc/ds2/kafka-client.properties", "--sql"]
+    assert args[3].index("CREATE TABLE bid") < args[3].index(f"SET 'pipeline.name' = 'nexmark-{query}'")
+    assert "${kafka.sasl.jaas.config}" in args[3]  # the runner fills it from the file; no secret in the arguments
+
+
+def test_a_kafka_login_is_asked_for_where_the_script_needs_one_and_refused_elsewhere(tmp_path):
+    with pytest.raises(InputError, match=r"kafka_client_config: the script uses \$\{kafka\.<key>\} placeholders"):
+        nexmark_job("q1")
+    with pytest.raises(InputError, match="kafka_client_config: only a job given by sql_file takes it"):
+        one(kafka_client_config="/etc/kafka.properties")
+    with pytest.raises(InputError, match="sql_file: must be a path or a list of paths"):
+        nexmark_job("q1", sql_file=[])
+
+
 def test_planner_node_numbers_are_not_part_of_an_operators_name():
     from autoscaler.flink.models import stable_vertex_names
 

@@ -160,21 +160,37 @@ def _path(value: str) -> Path:
     return path if path.is_absolute() else PROJECT_ROOT / path
 
 
-def _sql_program(f: Fields, sql_file: str, flink_job_name: str) -> dict[str, Any]:
-    """A job given as a SQL script: the SQL runner jar with the script's text, and no flags."""
+def _sql_program(f: Fields, flink_job_name: str) -> dict[str, Any] | None:
+    """A job given as a SQL script: the SQL runner jar with the script's text, and no flags.
+
+    ``sql_file`` is one script or a list read as one in order (a shared file of tables, then a query).
+    ``kafka_client_config``: the Kafka client config whose login fills the script's ``${kafka.<key>}``.
+    """
+    value = f.get("sql_file")
+    if value is None:
+        if f.get("kafka_client_config") is not None:
+            raise f.error("kafka_client_config", "only a job given by sql_file takes it (a jar job reads its own)")
+        return None
+    files = [value] if isinstance(value, str) else value
+    if not isinstance(files, list) or not files or not all(isinstance(v, str) and v.strip() for v in files):
+        raise f.error("sql_file", f"must be a path or a list of paths, got {value!r}")
     for key in ("jar", "jar_id", "entry_class", "base_args", "parallelism_args"):
         if key in f.data:
             raise f.error(key, "a job given by sql_file runs the SQL runner jar with its script: remove it")
     try:
-        script = sql.read_script(_path(sql_file))
+        script = sql.read_scripts([_path(v) for v in files])
     except InputError as exc:
         raise f.error("sql_file", f"{exc.source}: {exc.problem}") from None
     named = sql.pipeline_name(script)
     if named != flink_job_name:
         raise f.error("sql_file", f"the script names its job {named!r} (SET 'pipeline.name'), but flink_job_name is "
                                   f"{flink_job_name!r}: the autoscaler finds the job by that name")  # fmt: skip
-    return {"parallelism_args": {}, "base_args": sql.runner_args(script), "jar_path": sql.RUNNER_JAR,
-            "jar_id": None, "entry_class": sql.RUNNER_CLASS}  # fmt: skip
+    kafka = f.text("kafka_client_config")
+    if sql.uses_kafka_login(script) and kafka is None:
+        raise f.error("kafka_client_config", "the script uses ${kafka.<key>} placeholders: name the Kafka client config "
+                                             "file (scripts/kafka.sh client-config) that fills them")  # fmt: skip
+    return {"parallelism_args": {}, "base_args": sql.runner_args(script, _path(kafka) if kafka else None),
+            "jar_path": sql.RUNNER_JAR, "jar_id": None, "entry_class": sql.RUNNER_CLASS}  # fmt: skip
 
 
 def _savepoint_dir(value: str) -> str:
@@ -216,9 +232,7 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
     jar_id = f.text("jar_id")
     program = {"parallelism_args": f.mapping("parallelism_args"), "base_args": f.strings("base_args"),
                "jar_path": _path(jar) if jar else None, "jar_id": jar_id, "entry_class": f.text("entry_class")}  # fmt: skip
-    sql_file = f.text("sql_file")
-    if sql_file is not None:
-        program = _sql_program(f, sql_file, flink_job_name)
+    program = _sql_program(f, flink_job_name) or program
     try:
         deployment = JobDeployment(
             job_name=flink_job_name,

@@ -38,15 +38,42 @@ def read_script(path: str | Path) -> str:
     return text
 
 
+def read_scripts(paths: list[Path]) -> str:
+    """Several scripts read as one, in order (a shared file of tables, then a query's own statements)."""
+    texts = []
+    for path in paths:
+        try:
+            texts.append(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(str(path), f"the SQL script cannot be read: {exc}") from None
+    text = "\n".join(texts)
+    if not re.search(r"\bINSERT\s+INTO\b", text, re.IGNORECASE):
+        raise InputError(str(paths[-1]), "the SQL script has no INSERT INTO statement: it would run no job")
+    return text
+
+
+_KAFKA_PLACEHOLDER = re.compile(r"\$\{kafka\.[a-z.]+\}")
+
+
+def uses_kafka_login(script: str) -> bool:
+    """The script has ``${kafka.<key>}`` placeholders, which the runner fills from a Kafka client config."""
+    return bool(_KAFKA_PLACEHOLDER.search(script))
+
+
 def pipeline_name(script: str) -> str | None:
     """The job name the script sets (``SET 'pipeline.name' = '...'``), if it sets one."""
     names = _PIPELINE_NAME.findall(script)
     return names[-1].replace("''", "'") if names else None
 
 
-def runner_args(script: str) -> list[str]:
-    """The runner's program arguments for ``script``: its text, so no file must exist on the JobManager."""
-    return ["--sql", script]
+def runner_args(script: str, kafka_client_config: Path | None = None) -> list[str]:
+    """The runner's program arguments for ``script``: its text, so no file must exist on the JobManager.
+
+    ``kafka_client_config``: the file whose login the runner puts in place of the script's ``${kafka.<key>}``
+    (read where the JobManager runs): only its path is an argument, never the password.
+    """
+    login = ["--kafka-client-config", str(kafka_client_config)] if kafka_client_config else []
+    return [*login, "--sql", script]
 
 
 def submit(client: FlinkRestClient, script: str, parallelism: int | None = None) -> str:

@@ -3,7 +3,7 @@
   probe --client-config F [--timeout S]            list the broker's topics (exit 0 when it answers)
   create-topic --client-config F --topic T --partitions N
   produce --client-config F --topic T (--rate R | --rate-schedule SPEC) [--start-ms MS] [--duration S]
-          [--keys K] [--words-per-record W] [--skew X] [--progress FILE]
+          [--keys K] [--words-per-record W] [--skew X] [--events lines|nexmark] [--progress FILE]
 
 The password is read from the client config file, never from the command line.
 """
@@ -38,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument("--keys", type=int, default=1000)
     produce.add_argument("--words-per-record", type=int, default=1)
     produce.add_argument("--skew", type=float, default=0.0)
+    produce.add_argument(
+        "--events",
+        choices=("lines", "nexmark"),
+        default="lines",
+        help="the test job's lines into --topic, or Nexmark's events into --topic-{person,auction,bid}",
+    )
     produce.add_argument("--progress", type=Path, help="JSON lines of records acknowledged, once a second")
     for s in (probe, topic, produce):
         s.add_argument("--client-config", type=Path, required=True, help="scripts/kafka.sh client-config")
@@ -59,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise KafkaSetupError("--keys and --words-per-record must be at least 1, --skew in [0, 1]")
             schedule = RateSchedule.constant(args.rate) if args.rate is not None else RateSchedule.parse(args.rate_schedule)
             start = args.start_ms / 1000 if args.start_ms is not None else time.time()
-            load = Load(args.topic, schedule, start, args.keys, args.words_per_record, args.skew, args.duration)
+            load = Load(args.topic, schedule, start, args.keys, args.words_per_record, args.skew, args.duration, args.events)
             acked = run_until_signalled(config, load, args.progress)
             print(f"topic {args.topic}: {acked} records acknowledged")
     except (KafkaSetupError, ValueError) as e:

@@ -13,6 +13,7 @@ known rate that the collector's derived arrival is checked against.
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import threading
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
 
+from autoscaler.kafka import nexmark
 from autoscaler.kafka.client import KafkaSetupError, check_topic, list_topics
 from autoscaler.kafka.schedule import RateSchedule
 
@@ -54,6 +56,12 @@ class Load:
     words: int = 1
     skew: float = 0.0
     duration_s: float | None = None  # from start_s; None: until stopped
+    # "lines": the test job's lines into ``topic``; "nexmark": Nexmark's events, each kind into the topic
+    # ``<topic>-person``, ``<topic>-auction`` or ``<topic>-bid`` (topic is then their prefix).
+    kind: str = "lines"
+
+    def topics(self) -> list[str]:
+        return [self.topic] if self.kind == "lines" else [f"{self.topic}-{k}" for k in nexmark.TOPICS]
 
 
 class Generator:
@@ -62,11 +70,17 @@ class Generator:
     TICK_S = 0.01
 
     def __init__(self, config: dict[str, str], load: Load, progress: Path | None = None) -> None:
-        check_topic(load.topic)
-        partitions = list_topics(config, 10.0).get(load.topic)
-        if partitions is None:
-            raise KafkaSetupError(f"topic {load.topic} does not exist")
-        self.load, self.partitions, self.progress = load, partitions, progress
+        if load.kind not in ("lines", "nexmark"):
+            raise KafkaSetupError(f"load kind {load.kind!r}: must be lines or nexmark")
+        existing = list_topics(config, 10.0)
+        self.partitions: dict[str, int] = {}
+        for topic in load.topics():
+            check_topic(topic)
+            if topic not in existing:
+                raise KafkaSetupError(f"topic {topic} does not exist")
+            self.partitions[topic] = existing[topic]
+        self.load, self.progress = load, progress
+        self.sent_to = dict.fromkeys(self.partitions, 0)
         self.producer = Producer({**config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
                                   "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})  # fmt: skip
         self.sent = 0
@@ -86,6 +100,13 @@ class Generator:
         with self.progress.open("a") as f:
             f.write(json.dumps({"t": now, "acked": self.acked, "sent": self.sent}) + "\n")
 
+    def _record(self, seq: int, now: float) -> tuple[str, bytes]:
+        load = self.load
+        if load.kind == "lines":
+            return load.topic, line(seq, load.keys, load.words, load.skew).encode()
+        kind, event = nexmark.event(seq, now)
+        return f"{load.topic}-{kind}", json.dumps(event, separators=(",", ":")).encode()
+
     def run(self) -> int:
         """Produce until stopped or ``duration_s``; flush; return the records acknowledged."""
         load, base = self.load, self.load.schedule.cumulative(0.0)
@@ -98,14 +119,15 @@ class Generator:
                 self.stop.set()
             due = int(load.schedule.cumulative(max(elapsed, 0.0)) - base)
             while self.sent < due:
-                value = line(self.sent, load.keys, load.words, load.skew)
+                topic, value = self._record(self.sent, now)
                 try:
-                    self.producer.produce(load.topic, value=value.encode(), partition=self.sent % self.partitions,
+                    self.producer.produce(topic, value=value, partition=self.sent_to[topic] % self.partitions[topic],
                                           on_delivery=self._delivered)  # fmt: skip
                 except BufferError:
                     self.producer.poll(0.05)
                     continue
                 self.sent += 1
+                self.sent_to[topic] += 1
             self.producer.poll(0)
             if self.failed:
                 raise KafkaSetupError(f"topic {load.topic}: a send failed: {self.failed}")
@@ -128,3 +150,26 @@ def run_until_signalled(config: dict[str, str], load: Load, progress: Path | Non
         progress.parent.mkdir(parents=True, exist_ok=True)
         progress.unlink(missing_ok=True)
     return gen.run()
+
+
+def read_progress(path: Path) -> list[tuple[float, int]]:
+    """A generator's progress file: (wall time, records acknowledged so far), once a second."""
+    if not path.exists():
+        return []
+    points = (json.loads(s) for s in path.read_text().splitlines() if s.strip())
+    return [(p["t"], p["acked"]) for p in points]
+
+
+def acked_at(points: list[tuple[float, int]], t: float) -> float:
+    """Records acknowledged by wall time ``t``, interpolated between progress points (the known truth)."""
+    if not points or not points[0][0] <= t <= points[-1][0]:
+        raise ValueError(f"the generator's progress does not cover {t:.1f}")
+    for (t0, a0), (t1, a1) in itertools.pairwise(points):
+        if t0 <= t <= t1:
+            return a0 + (a1 - a0) * (t - t0) / ((t1 - t0) or 1.0)
+    return float(points[-1][1])
+
+
+def rate_between(points: list[tuple[float, int]], start: float, end: float) -> float:
+    """The generator's rate (records acknowledged per second) between two wall times."""
+    return (acked_at(points, end) - acked_at(points, start)) / (end - start)
