@@ -17,7 +17,7 @@
 #   scripts/flink.sh status                   exit 0 running, 3 stopped, 1 not answering
 #   scripts/flink.sh build-job                build build/ds2-testjob.jar and build/ds2-sql-runner.jar
 #                                             (flink-job/build.sh)
-#   scripts/flink.sh submit-sql FILE [--parallelism N]
+#   scripts/flink.sh submit-sql FILE... [--parallelism N] [--kafka-client-config F]
 #                                             submit a Flink SQL script as one job (SET 'pipeline.name'
 #                                             names it) through the SQL runner jar
 #
@@ -506,7 +506,7 @@ PY
 }
 
 cmd_submit_sql() {
-  [ $# -ge 1 ] || die "usage: submit-sql FILE [--parallelism N]"
+  [ $# -ge 1 ] || die "usage: submit-sql FILE... [--parallelism N] [--kafka-client-config F]"
   need_python
   cmd_build_job
   configured_ssl && die "submit-sql talks plain HTTP; this instance serves REST over TLS"

@@ -5,6 +5,11 @@
 -- Each job starts at the topics' end (a query measures the load from when it starts) and afterwards
 -- resumes from the offsets in its savepoint; it commits no offsets, so queries never share a group's.
 -- Event time is each event's dateTime, with 2 s of allowed disorder.
+-- A fetch holds at most 64 KiB a partition: some 300 bids, under a second of a partition's input here. A
+-- Kafka source's pendingRecords is as fresh as its last fetch; with Kafka's default 1 MiB a back-pressured
+-- reader drains seconds of records between fetches and its lag reads falling while records arrive
+-- (benchmarks/results/kafka-rate-error.md: arrival 47-54 % short under back-pressure, against 0-1 % with
+-- fetches of under a second). The principle: record size x a partition's rate x 1 s.
 
 CREATE TABLE person (
   id BIGINT,
@@ -25,6 +30,7 @@ CREATE TABLE person (
   'properties.sasl.jaas.config' = '${kafka.sasl.jaas.config}',
   'properties.group.id' = 'nexmark',
   'properties.commit.offsets.on.checkpoint' = 'false',
+  'properties.max.partition.fetch.bytes' = '65536',
   'scan.startup.mode' = 'latest-offset',
   'format' = 'json'
 );
@@ -50,6 +56,7 @@ CREATE TABLE auction (
   'properties.sasl.jaas.config' = '${kafka.sasl.jaas.config}',
   'properties.group.id' = 'nexmark',
   'properties.commit.offsets.on.checkpoint' = 'false',
+  'properties.max.partition.fetch.bytes' = '65536',
   'scan.startup.mode' = 'latest-offset',
   'format' = 'json'
 );
@@ -72,6 +79,7 @@ CREATE TABLE bid (
   'properties.sasl.jaas.config' = '${kafka.sasl.jaas.config}',
   'properties.group.id' = 'nexmark',
   'properties.commit.offsets.on.checkpoint' = 'false',
+  'properties.max.partition.fetch.bytes' = '65536',
   'scan.startup.mode' = 'latest-offset',
   'format' = 'json'
 );

@@ -76,25 +76,33 @@ def runner_args(script: str, kafka_client_config: Path | None = None) -> list[st
     return [*login, "--sql", script]
 
 
-def submit(client: FlinkRestClient, script: str, parallelism: int | None = None) -> str:
+def submit(client: FlinkRestClient, script: str, parallelism: int | None = None, kafka_client_config: Path | None = None) -> str:
     """Submit ``script`` as a new job (the runner jar uploaded once per content); its job id."""
     if pipeline_name(script) is None:
         raise InputError("SQL script", "it must name its job: SET 'pipeline.name' = '...'; (the autoscaler finds it by name)")
-    return client.run_jar(pinned_upload(client, RUNNER_JAR), RUNNER_CLASS, runner_args(script), parallelism=parallelism)
+    args = runner_args(script, kafka_client_config)
+    return client.run_jar(pinned_upload(client, RUNNER_JAR), RUNNER_CLASS, args, parallelism=parallelism)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="submit-sql", description="Submit a Flink SQL script as one job.")
-    parser.add_argument("file", help="the SQL script (SET 'pipeline.name' = '...'; DDL; INSERT INTO ...)")
+    parser.add_argument(
+        "file",
+        nargs="+",
+        help="the SQL script (SET 'pipeline.name' = '...'; DDL; INSERT INTO ...), or several read as one in order",
+    )
+    parser.add_argument(
+        "--kafka-client-config", type=Path, help="fills the script's ${kafka.<key>} (scripts/kafka.sh client-config)"
+    )
     parser.add_argument("--parallelism", type=int, default=None, help="the job's parallelism (default: the cluster's)")
     args = parser.parse_args(argv)
     url = os.environ.get("FLINK_REST_URL", "http://127.0.0.1:8081")
     try:
-        script = read_script(args.file)
+        script = read_scripts([Path(f) for f in args.file])
         if args.parallelism is not None and args.parallelism < 1:
             raise InputError("--parallelism", f"must be >= 1, got {args.parallelism}")
         client = FlinkRestClient(FlinkConnection(base_url=url))
-        job_id = submit(client, script, args.parallelism)
+        job_id = submit(client, script, args.parallelism, args.kafka_client_config)
         summary = client.wait_all_running(job_id, timeout_s=60)
     except (InputError, FlinkError) as exc:
         print(f"submit-sql: error: {exc}", file=sys.stderr)
