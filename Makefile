@@ -37,7 +37,7 @@ test: setup
 test-faults: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m faults
 
-## The longer Kafka suite: the source with fewer partitions than readers, the rate error per case, Nexmark.
+## The longer Kafka suite: the broker killed and restarted, a source with fewer partitions than readers, Nexmark.
 test-kafka: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m kafka_long
 

@@ -101,7 +101,9 @@ def read_topology_csv(path: str | Path) -> Topology:
     """Read the DS2 topology CSV: one edge per line, ``id1,name1,instances1,id2,name2,instances2``.
 
     Fields are trimmed; blank lines and ``#`` lines are skipped. An operator's name and
-    instance count must agree on every line that mentions it.
+    instance count must agree on every line that mentions it. A job of one vertex has no edge (a
+    Flink SQL query whose source, filter and sink are chained into one task): DS2's format cannot say
+    it, so a line of three fields, ``id,name,instances``, names an operator on its own.
     """
     path = Path(path)
     try:
@@ -117,13 +119,14 @@ def read_topology_csv(path: str | Path) -> Topology:
         if not line or line.startswith("#"):
             continue
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 6:
+        if len(fields) not in (3, 6):
             raise InputError(
                 str(path),
-                f"expected 6 comma-separated fields (id1,name1,instances1,id2,name2,instances2), got {len(fields)}",
+                f"expected 6 comma-separated fields (id1,name1,instances1,id2,name2,instances2), or 3 for an operator "
+                f"with no edge, got {len(fields)}",
                 line_no,
             )
-        for op_id, name, count in (fields[0:3], fields[3:6]):
+        for op_id, name, count in (fields[0:3], fields[3:6])[: len(fields) // 3]:
             if not op_id:
                 raise InputError(str(path), "empty operator id", line_no)
             try:
@@ -146,9 +149,10 @@ def read_topology_csv(path: str | Path) -> Topology:
                     )
             else:
                 seen[op_id] = (name, instances, line_no)
-        edges.append((fields[0], fields[3]))
-    if not edges:
-        raise InputError(str(path), "the topology has no edges")
+        if len(fields) == 6:
+            edges.append((fields[0], fields[3]))
+    if not seen:
+        raise InputError(str(path), "the topology has no operators")
     operators = [Operator(op_id, name, instances) for op_id, (name, instances, _) in seen.items()]
     return Topology.from_edges(operators, edges, source=str(path))
 
@@ -168,6 +172,8 @@ def write_topology_csv(topology: Topology, path: str | Path, source: str = "topo
     header = "operator_id{0},operator_name{0},total_number_of_operator_instances{0}"
     lines = [f"# {header.format(1)},{header.format(2)}"]
     lines += [f"{a},{ops[a].name},{ops[a].parallelism},{b},{ops[b].name},{ops[b].parallelism}" for a, b in topology.edges]
+    linked = {op for edge in topology.edges for op in edge}
+    lines += [f"{op.id},{op.name},{op.parallelism}" for op in ops.values() if op.id not in linked]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")

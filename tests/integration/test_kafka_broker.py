@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 from tests.helpers import free_port, poll
 from tests.integration.kafka_fixtures import KAFKA_SH
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.kafka_long, pytest.mark.slow]  # make test-kafka
 
 
 def kafka_sh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

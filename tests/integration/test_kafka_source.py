@@ -25,7 +25,7 @@ from tests.integration.test_rescale import assert_state_continued, wait_counted
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, pytest.mark.slow]
 
 RATE = 12_000  # records/s; Count at 175 us a record carries about 5,700/s per instance: back-pressured at 1
-DURATION_S = 50
+DURATION_S = 40
 # A fetch of at most 16 KiB (about 2,000 of these short lines, under a second of a reader's share): Kafka's
 # default 1 MiB holds some 100,000, and the lag a reader reports is only refreshed by its next fetch, so while
 # it drains one back-pressured its pendingRecords fell although records arrived: arrival read 37 % short
@@ -81,7 +81,7 @@ def test_a_kafka_fed_job_is_measured_honestly_and_rescaled_with_nothing_lost_or_
     # Back-pressured at Count 1: the source emits about half of what arrives, the rest is the lag's growth.
     # A reader with no partition (1 partition, 2 readers) reports no pendingRecords and emits nothing.
     first = take_snapshot(client, name)
-    time.sleep(20)  # the measured window: its length is the test's input, not a wait for a state
+    time.sleep(15)  # the measured window: its length is the test's input, not a wait for a state
     second = take_snapshot(client, name)
     rows = [r for r in window_metrics(first, second, name, 1).to_pylist() if r["is_source"]]
     assert not any(r["warmup"] for r in rows)

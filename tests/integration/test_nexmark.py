@@ -2,8 +2,16 @@
 by the scaling DAGs under a real scheduler (``make test-kafka``).
 
 The generator writes Nexmark's persons, auctions and bids into three 4-partition topics at 3,000 events/s.
-Each query starts at parallelism 2, which it does not need at this load: DS2 (the reference) scales it down
-in place, and the job's Kafka sources give honest inputs (records out + growth of ``pendingRecords``).
+Each query starts at parallelism 2 and is measured from its Kafka sources' honest inputs (records out +
+growth of ``pendingRecords``) every epoch:
+
+- q5 and q8 have keyed and windowed operators behind their sources, which they do not need two of at this
+  load: DS2 (the reference) scales them down in place. (q5's global MAX is capped at one instance by the
+  planner and is short: DS2 says so and keeps it, the most it may have.)
+- q1 and q2 are one task each: the planner chains the Kafka source, the map or filter and the sink. The
+  policies size sources by their arrival and never rescale them yet, so each epoch is measured, validated
+  and decided, and the decision keeps the job as it is (scaling a source vertex by its busy time, capped
+  at its partitions, is still to come).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.kafka, pytest.ma
 INTERVAL_S = 20
 NEXMARK = ROOT / "flink-job" / "sql" / "nexmark"
 QUERIES = ["q1", "q2", "q5", "q8"]
+SCALED = ["q5", "q8"]
 
 
 def entry(flink, query: str, client_config) -> dict:
@@ -39,7 +48,8 @@ def entry(flink, query: str, client_config) -> dict:
         "mechanism": "in-place",
         "policy_interval": f"{INTERVAL_S}s",
         "collect": {"short_window": "4s"},
-        "policy": {"kind": "ds2"},
+        # Every scale-down DS2 proposes (its kind ignores one by 1 by default, as DS2's scaling manager does).
+        "policy": {"kind": "ds2", "ignore_scale_down_by": 0},
         "validation": {"lateness_s": 90},
     }
 
@@ -47,6 +57,12 @@ def entry(flink, query: str, client_config) -> dict:
 def succeeded(store, job: str) -> dict | None:
     rows = [a for a in read_epochs(store, ACTIONS, job).to_pylist() if a["outcome"] == "succeeded"]
     return rows[0] if rows else None
+
+
+def measured(store, query: str) -> list[dict]:
+    """Decisions of epochs that were measured (not warm-up) and validated."""
+    rows = read_epochs(store, DECISIONS, f"nexmark_{query}").to_pylist()
+    return [d for d in rows if d["status"] == "ok" and "warm-up" not in d["reason"]]
 
 
 def test_nexmark_queries_over_kafka_are_autoscaled_with_no_flags(
@@ -61,7 +77,8 @@ def test_nexmark_queries_over_kafka_are_autoscaled_with_no_flags(
     for q in QUERIES:
         script = sql.read_scripts([NEXMARK / "tables.sql", NEXMARK / f"{q}.sql"])
         jobs[q] = sql.submit(flink.client, script, parallelism=2, kafka_client_config=kafka.client_config)
-        assert all(p == 2 for p in wait_running(flink.client, jobs[q]).parallelism.values())
+        started = wait_running(flink.client, jobs[q]).parallelism
+        assert max(started.values()) == 2, started
     data = tmp_path_factory.mktemp("ds2-nexmark")
     entries = [entry(flink, q, kafka.client_config) for q in QUERIES]
     env = environment(flink, data / "jobs.yaml", data, entries, spark_engine.connection)
@@ -71,16 +88,17 @@ def test_nexmark_queries_over_kafka_are_autoscaled_with_no_flags(
         for q in QUERIES:
             server.wait_dag(f"ds2_nexmark_{q}")
         for q in QUERIES:
-            action = poll(f"nexmark {q} scaled in place", lambda q=q: succeeded(store, f"nexmark_{q}"), 420)
+            decisions = poll(f"nexmark {q} decided on measured epochs", lambda q=q: measured(store, q), 300)
+            sources = [d for d in decisions if d["operator_name"].startswith("Source:")]
+            assert sources and all("records emitted + backlog growth" in d["reason"] for d in sources), sources[:1]
+        for q in SCALED:
+            action = poll(f"nexmark {q} scaled in place", lambda q=q: succeeded(store, f"nexmark_{q}"), 300)
             new = json.loads(action["new_parallelism"])
             assert action["mechanism"] == "in-place" and new and all(p < 2 for p in new.values()), action
             running = flink.client.running_job(f"nexmark-{q}")
             assert running.id == jobs[q]  # in place: the same job, reading on from its offsets
             for name, p in new.items():
                 assert flink.client.job(running.id).parallelism[name] == p
-            decisions = read_epochs(store, DECISIONS, f"nexmark_{q}").to_pylist()
-            sources = [d for d in decisions if d["operator_name"].startswith("Source:") and d["reason"].startswith("source:")]
-            assert sources and all("records emitted + backlog growth" in d["reason"] for d in sources), sources[:1]
         assert gen.process.poll() is None, "the generator stopped"
     finally:
         server.stop()

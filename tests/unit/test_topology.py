@@ -44,7 +44,7 @@ def test_skips_blank_and_comment_lines_and_trims(tmp_path):
         ("s,S,1,m,M\n", 1, "expected 6 comma-separated fields"),
         ("s,S,one,m,M,2\n", 1, "instance count 'one' is not an integer"),
         ("s,S,0,m,M,2\n", 1, "instance count 0 must be >= 1"),
-        ("# nothing\n", None, "has no edges"),
+        ("# nothing\n", None, "has no operators"),
     ],
 )
 def test_bad_topologies_name_file_line_and_problem(tmp_path, text, line, message):
@@ -71,3 +71,14 @@ def test_resolve_accepts_ids_and_names_and_rejects_unknown():
     assert topo.resolve("Splitter FlatMap", "x") == "Splitter FlatMap"
     with pytest.raises(InputError, match="unknown operator 'Nope'"):
         topo.resolve("Nope", "--min-parallelism")
+
+
+def test_a_job_of_one_vertex_round_trips_as_a_lone_operator(tmp_path):
+    """A SQL query whose source, filter and sink are chained into one task has no edge."""
+    from autoscaler.topology import Operator, Topology, write_topology_csv
+
+    lone = Topology.from_edges([Operator("v1", "Source: bid -> Calc -> q2_sink: Writer", 2)], [])
+    back = read_topology_csv(write_topology_csv(lone, tmp_path / "t.csv"))
+    assert back.operators == lone.operators and back.edges == () and back.sources == ("v1",)
+    mixed = read_topology_csv(_csv(tmp_path, "s,S,1,m,M,2\nx,X,3\n"))
+    assert set(mixed.operators) == {"s", "m", "x"} and mixed.edges == (("s", "m"),)

@@ -8,14 +8,14 @@ INSERT INTO q5_sink
 SELECT counts.auction, counts.num
 FROM (
   SELECT auction, COUNT(*) AS num, window_start, window_end
-  FROM TABLE(HOP(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '2' SECOND, INTERVAL '10' SECOND))
+  FROM TABLE(HOP(TABLE bid, DESCRIPTOR(`dateTime`), INTERVAL '2' SECOND, INTERVAL '10' SECOND))
   GROUP BY auction, window_start, window_end
 ) AS counts
 JOIN (
   SELECT MAX(num) AS maxn, window_start, window_end
   FROM (
     SELECT COUNT(*) AS num, window_start, window_end
-    FROM TABLE(HOP(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '2' SECOND, INTERVAL '10' SECOND))
+    FROM TABLE(HOP(TABLE bid, DESCRIPTOR(`dateTime`), INTERVAL '2' SECOND, INTERVAL '10' SECOND))
     GROUP BY auction, window_start, window_end
   )
   GROUP BY window_start, window_end

@@ -18,9 +18,9 @@ CREATE TABLE person (
   creditCard STRING,
   city STRING,
   state STRING,
-  dateTime TIMESTAMP(3),
+  `dateTime` TIMESTAMP(3),
   extra STRING,
-  WATERMARK FOR dateTime AS dateTime - INTERVAL '2' SECOND
+  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '2' SECOND
 ) WITH (
   'connector' = 'kafka',
   'topic' = 'nexmark-person',
@@ -41,12 +41,12 @@ CREATE TABLE auction (
   description STRING,
   initialBid BIGINT,
   reserve BIGINT,
-  dateTime TIMESTAMP(3),
+  `dateTime` TIMESTAMP(3),
   expires TIMESTAMP(3),
   seller BIGINT,
   category BIGINT,
   extra STRING,
-  WATERMARK FOR dateTime AS dateTime - INTERVAL '2' SECOND
+  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '2' SECOND
 ) WITH (
   'connector' = 'kafka',
   'topic' = 'nexmark-auction',
@@ -67,9 +67,9 @@ CREATE TABLE bid (
   price BIGINT,
   channel STRING,
   url STRING,
-  dateTime TIMESTAMP(3),
+  `dateTime` TIMESTAMP(3),
   extra STRING,
-  WATERMARK FOR dateTime AS dateTime - INTERVAL '2' SECOND
+  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '2' SECOND
 ) WITH (
   'connector' = 'kafka',
   'topic' = 'nexmark-bid',
