@@ -42,10 +42,13 @@ PROMETHEUS_SH = ROOT / "scripts" / "prometheus.sh"
 OPERATORS = ["Source: Source", "Parse", "Count", "Sink: Writer"]
 # Count costs 175 us per record (~5,660 rec/s per instance): 20k needs 4, 30k needs 6, 10k needs 2.
 COST_ARGS = ["--count-wait-us", "175"]
-# The demo's source reads 8 partitions that owe what it could not emit, as a Kafka topic does, and
-# reports FLIP-33 pendingRecords: the policy sees records out plus the backlog's growth (honest
-# inputs), never the test job's own rate gauge.
-SOURCE_ARGS = ["--partitions", "8", "--backlog", "true"]
+KAFKA_SH = ROOT / "scripts" / "kafka.sh"
+# The demo's job reads a Kafka topic of 8 partitions that the load generator fills at the demo's schedule:
+# the policy sees the Kafka source's records out plus the growth of its FLIP-33 pendingRecords (honest
+# inputs), never a rate the job was told. A fetch holds at most 16 KiB a partition, under a second of a
+# partition's input at 30,000 rec/s (docs/kafka.md: with Kafka's default 1 MiB the lag reads stale).
+TOPIC, PARTITIONS = "demo-lines", 8
+SOURCE_ARGS = ["--kafka-topic", TOPIC, "--kafka-group", "ds2-demo", "--kafka-partition-fetch-bytes", "16384"]
 
 sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins")]
 
@@ -92,6 +95,7 @@ class Stack:
             "PG_DATA_DIR": str(folder / "postgres"),
             "SPARK_DATA_DIR": str(folder / "spark"),
             "PROM_DATA_DIR": str(folder / "prometheus"),
+            "KAFKA_DATA_DIR": str(folder / "kafka"),
             "AIRFLOW_PORT": str(airflow_port),
             "SPARK_LOCAL_IP": "127.0.0.1",
             **extra_env,
@@ -102,6 +106,12 @@ class Stack:
     def flink_up(self) -> None:
         run([str(FLINK_SH), "build-job"], self.env)
         run([str(FLINK_SH), "up"], self.env)
+
+    def kafka_up(self) -> Path:
+        """The Kafka broker; the path of its client config (the login, owner-only)."""
+        self.env.setdefault("KAFKA_PORT", str(free_port(29092)))
+        run([str(KAFKA_SH), "up"], self.env)
+        return self.folder / "kafka" / "client.properties"
 
     def spark_up(self, cluster: bool = False) -> None:
         """The warm policy engine (on a standalone master and workers with ``cluster``); the jobs' Spark
@@ -128,6 +138,7 @@ class Stack:
         run([str(POSTGRES_SH), "down"], self.env, check=False)
         run([str(SPARK_SH), "down"], self.env, check=False)
         run([str(FLINK_SH), "down"], self.env, check=False)
+        run([str(KAFKA_SH), "down"], self.env, check=False)
         run([str(PROMETHEUS_SH), "down"], self.env, check=False)
 
     def client(self):  # noqa: ANN201 - the core client type
@@ -159,25 +170,24 @@ def demo(args: argparse.Namespace) -> int:
     demo_env = {"DS2_DATA_DIR": str(out), "DS2_JOBS_CONFIG": str(out / "jobs.yaml"), "AIRFLOW_ADMIN_PASSWORD": "admin"}
     stack = Stack(out, free_port(8081), free_port(8080), demo_env)
     t_start = time.monotonic()
+    generator: subprocess.Popen | None = None
     try:
         log(f"starting Flink (REST {stack.flink_url}) and building the test job")
         stack.flink_up()
+        log("starting Kafka (one KRaft broker on loopback, SASL/SCRAM)")
+        client_config = stack.kafka_up()
         # The DAG's first epoch starts at the first boundary after Spark and Airflow are up (about
         # 50 s; margin for a loaded machine), so that the triggerer takes its start boundary on time;
         # the load schedule counts from it too.
         first_start = math.ceil((time.time() + args.startup) / args.interval) * args.interval
         schedule_start = datetime.fromtimestamp(first_start, tz=UTC)
-        base = [
-            "--job-name", "ds2-testjob",
-            "--rate-schedule", ",".join(f"{s}s:{r}" for s, r in steps),
-            "--schedule-start-ms", str(int(schedule_start.timestamp() * 1000)),
-            *COST_ARGS,
-            *SOURCE_ARGS,
-        ]  # fmt: skip
+        rate_schedule = ",".join(f"{s}s:{r}" for s, r in steps)
+        generator = start_generator(stack, client_config, rate_schedule, int(schedule_start.timestamp() * 1000), out)
+        base = ["--job-name", "ds2-testjob", *COST_ARGS, *SOURCE_ARGS, "--kafka-client-config", str(client_config)]
         job_id = stack.submit([*base, "--count-parallelism", "1"])
         log(
-            f"test job {job_id} runs under-provisioned: Count at 1; from {schedule_start:%H:%M:%S} (the first epoch's "
-            f"start) {', '.join(f'{s}s: {r:,} rec/s' for s, r in steps)}"
+            f"test job {job_id} reads topic {TOPIC} under-provisioned: Count at 1; the generator writes from "
+            f"{schedule_start:%H:%M:%S} (the first epoch's start) {', '.join(f'{s}s: {r:,} rec/s' for s, r in steps)}"
         )
         entry = {
             "name": "demo",
@@ -188,9 +198,12 @@ def demo(args: argparse.Namespace) -> int:
             "savepoint_dir": f"file://{out / 'flink' / 'savepoints'}",
             "policy_interval": f"{args.interval}s",
             "collect": {"short_window": "10s"},
-            # The demo compresses time: a 4-min phase cannot hold the default 5-min wait before a scale-down of a
-            # load that fell, so this job waits 2 minutes (an option of the job, not of the policy's defaults).
-            "policy": {"max_parallelism": {"Parse": 8, "Count": 8, "Sink: Writer": 8}, "scale_down_interval": "2m"},
+            # The demo compresses time: a 3-min phase cannot hold the default 5-min wait before a scale-down of a
+            # load that fell, so this job waits half a phase (an option of the job, not of the policy's defaults).
+            "policy": {
+                "max_parallelism": {"Parse": 8, "Count": 8, "Sink: Writer": 8},
+                "scale_down_interval": f"{args.phase // 2}s",
+            },
             "tags": ["demo"],
             "start_date": schedule_start.isoformat(),
         }
@@ -243,9 +256,25 @@ def demo(args: argparse.Namespace) -> int:
             log(f"kept running: Airflow {stack.airflow_url} (admin/admin), Flink {stack.flink_url}; stop with: make down")
         return 0
     finally:
+        if generator is not None and generator.poll() is None:
+            generator.terminate()
+            generator.wait(60)
         if not args.keep_ui:
-            log("stopping Airflow, Spark, PostgreSQL and Flink (the data stays in data/demo)")
+            log("stopping Airflow, Spark, PostgreSQL, Flink and Kafka (the data stays in data/demo)")
             stack.down()
+
+
+def start_generator(stack: Stack, client_config: Path, schedule: str, start_ms: int, out: Path) -> subprocess.Popen:
+    """The topic, and the load generator writing the test job's lines into it at the schedule (until stopped)."""
+    python = str(VENV_BIN / "python")
+    common = ["--client-config", str(client_config), "--topic", TOPIC]
+    run([python, "-m", "autoscaler.kafka", "create-topic", *common, "--partitions", str(PARTITIONS)], stack.env)
+    log_file = (out / "generator.log").open("w")
+    return subprocess.Popen(
+        [python, "-m", "autoscaler.kafka", "produce", *common, "--rate-schedule", schedule, "--start-ms", str(start_ms),
+         "--keys", "10000", "--progress", str(out / "generator.jsonl")],
+        cwd=ROOT, env=stack.env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
 
 
 def local_stack() -> Stack:
@@ -289,7 +318,7 @@ def main() -> int:
     d = sub.add_parser("demo", help="closed loop against the local Flink test job")
     d.add_argument("--keep-ui", action="store_true", help="leave Airflow and Flink running afterwards")
     d.add_argument("--interval", type=int, default=30, help="policy interval, seconds (default 30)")
-    d.add_argument("--phase", type=int, default=240, help="seconds per load level (default 240)")
+    d.add_argument("--phase", type=int, default=180, help="seconds per load level (default 180)")
     d.add_argument("--rates", default="20000,30000,10000", help="source rate per phase, rec/s")
     d.add_argument("--startup", type=int, default=75, help="seconds allowed for Spark and Airflow to start (default 75)")
     d.set_defaults(func=demo)

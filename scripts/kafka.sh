@@ -174,6 +174,16 @@ cmd_up() {
     log "already running on 127.0.0.1:$RECORDED_PORT (pid $pid)"
     return 0
   fi
+  if [ -f "$PID_FILE" ]; then
+    # Our broker died (killed, or the machine stopped): a JVM's ports are released only once its last
+    # thread has exited, a moment after its main thread is gone. Wait for them before judging a port taken.
+    deadline=$(($(date +%s) + STOP_TIMEOUT))
+    while { [ -n "$RECORDED_PORT" ] && port_taken "$RECORDED_PORT"; } || { [ -n "$CONTROLLER_PORT" ] && port_taken "$CONTROLLER_PORT"; }; do
+      [ "$(date +%s)" -lt "$deadline" ] || break
+      sleep 0.2
+    done
+    rm -f "$PID_FILE"
+  fi
   [ -n "$PASSWORD" ] || PASSWORD=$(random_secret 32)
   [ -n "$CLUSTER_ID" ] || CLUSTER_ID=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
   if [ -n "${KAFKA_PORT:-}" ]; then
