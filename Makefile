@@ -11,7 +11,7 @@ EXAMPLE := examples/ds2-wordcount
 setup:
 	@scripts/bootstrap.sh
 
-## The main job: the autoscaler in a closed loop (local Flink + Airflow scheduler + Spark), ~9 min.
+## The main job: the autoscaler in a closed loop (local Flink + Kafka + Airflow scheduler + Spark), ~12 min.
 demo: setup
 	$(PY) scripts/ds2_local.py demo
 ## The same, leaving Airflow (admin/admin) and Flink running afterwards; `make down` stops them.

@@ -13,7 +13,7 @@ the test job reads 8 partitions at 12,000 records/s through the Flink Kafka conn
 A snapshot is taken every 5 s. Every window of 10 s and of 30 s between two snapshots is one sample:
 the collector's arrival (``window_metrics``: records out + growth of ``pendingRecords``, per reader, summed)
 against the generator's acknowledged records over the same wall-clock window. Results:
-``benchmarks/results/kafka-rate-error.{json,md}``.
+``benchmarks/results/kafka-rate-error.md`` (and its ``.json``).
 
     .venv/bin/python benchmarks/bench_kafka_rates.py [--fetch-bytes 1048576 16384]
 """

@@ -29,7 +29,7 @@ DURATION_S = 40
 # A fetch of at most 16 KiB (about 2,000 of these short lines, under a second of a reader's share): Kafka's
 # default 1 MiB holds some 100,000, and the lag a reader reports is only refreshed by its next fetch, so while
 # it drains one back-pressured its pendingRecords fell although records arrived: arrival read 37 % short
-# (7,576 r/s of 12,000 on a 20-s window). benchmarks/kafka/rate-error.md measures both.
+# (7,576 r/s of 12,000 on a 20-s window). benchmarks/results/kafka-rate-error.md measures both.
 FETCH_BYTES = "16384"
 
 
