@@ -166,24 +166,28 @@ def markdown(runs: list[dict[str, Any]], conditions: dict[str, Any]) -> str:
              "|error| as median and max per case.", "",
              "| max.partition.fetch.bytes | case | window | n | median error | median abs | max abs | emitted / truth |",
              "|---:|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for run in runs:
+    by_fetch: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        by_fetch[r["fetch_bytes"]].append(r)
+    for fetch_bytes, same in sorted(by_fetch.items(), reverse=True):
         groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-        for s in run["samples"]:
-            groups[(s["case"], s["window_s"])].append(s)
+        for r in same:
+            for s in r["samples"]:
+                groups[(s["case"], s["window_s"])].append(s)
         for case in CASES:
             for w in WINDOWS_S:
                 g = groups.get((case, w))
                 if not g:
                     continue
                 if case.startswith("across"):
-                    lines.append(f"| {run['fetch_bytes']:,} | {case} | {w} s | {len(g)} | not measured: the collector marks a "
-                                 "window over a restart warm-up and reads no rate from it | | | |")  # fmt: skip
+                    lines.append(f"| {fetch_bytes:,} ({len(same)} runs) | {case} | {w} s | {len(g)} | not measured: the "
+                                 "collector marks a window over a restart warm-up and reads no rate from it | | | |")  # fmt: skip
                     continue
                 errs = [s["error"] for s in g if s["error"] is not None]
                 ab = stats([abs(e) for e in errs]) or {}
                 med = stats(errs) or {}
                 em = stats([s["emitted"] / s["truth"] for s in g if s["truth"]]) or {}
-                lines.append(f"| {run['fetch_bytes']:,} | {case} | {w} s | {len(g)} | {med.get('median', 0):+.1%} | "
+                lines.append(f"| {fetch_bytes:,} ({len(same)} runs) | {case} | {w} s | {len(g)} | {med.get('median', 0):+.1%} | "
                              f"{ab.get('median', 0):.1%} | {ab.get('max', 0):.1%} | {em.get('median', 0):.2f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -192,6 +196,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fetch-bytes", type=int, nargs="+", default=[1_048_576, 16_384])
     p.add_argument("--markdown-only", action="store_true", help="rewrite the .md from the stored .json")
+    p.add_argument("--append", action="store_true", help="add these runs to the stored ones (repeats of a setting pool)")
     a = p.parse_args()
     if a.markdown_only:
         report = json.loads((RESULTS / "kafka-rate-error.json").read_text())
@@ -199,6 +204,8 @@ def main() -> int:
     else:
         conditions = machine()
         runs = [run(f) for f in a.fetch_bytes]
+        if a.append:
+            runs = json.loads((RESULTS / "kafka-rate-error.json").read_text())["runs"] + runs
         report = {"conditions": conditions, "rate": RATE, "partitions": PARTITIONS, "runs": runs}
     md = markdown(runs, conditions)
     write_results("kafka-rate-error", report, md)

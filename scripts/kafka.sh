@@ -61,6 +61,7 @@ java_cmd() {
 resolve() { # $1 profile, $2 folder
   command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is missing: it resolves Kafka's jars from Maven Central"
   local tmp=$2.tmp
+  mkdir -p "$(dirname "$2")"
   rm -rf "$tmp"
   log "resolving the $1 jars from Maven Central (conf/kafka/pom.xml) into $2"
   # Maven's output is shown only when it fails.
