@@ -25,10 +25,10 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -69,7 +69,12 @@ def pattern_schedule(pattern: str, duration_s: int, low: float, high: float, per
 
 
 def one_run(query: str, pattern: str, kind: str, a: argparse.Namespace) -> dict[str, Any]:
-    folder = Path(tempfile.mkdtemp(prefix=f"espa-{query}-{pattern}-{kind}-"))
+    # Under data/ (as the demo's): the project's PostgreSQL runs as its own user and must reach the folder.
+    folder = ROOT / "data" / "espa" / f"{query}-{pattern}-{kind}"
+    if folder.exists():
+        local.Stack(folder, 0, 0, {}).down()
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
     env = {"DS2_DATA_DIR": str(folder), "DS2_JOBS_CONFIG": str(folder / "jobs.yaml"), "AIRFLOW_ADMIN_PASSWORD": "admin",
            "KAFKA_PORT": str(local.free_port(29092))}  # fmt: skip
     stack = local.Stack(folder, local.free_port(8081), local.free_port(8080), env)
