@@ -91,6 +91,32 @@ def test_a_sources_arrival_rate_is_its_output_plus_the_growth_of_its_backlog():
     assert next(r for r in rows if not r["is_source"])["source_rate_basis"] is None
 
 
+def test_a_chained_sources_arrival_is_counted_in_its_own_records_then_in_its_tasks():
+    """A SQL source chained with a filter and a partial aggregate: its task's records out are the chain's
+    last operator's. Here the source read 30,000 records in 10 s (its own numRecordsOut) while its backlog
+    grew by 20,000: 5,000 r/s arrived. The task put out 6,000 records for those 30,000 (a ratio of 0.2),
+    so what flows on to the next vertex is 1,000 r/s. Counting the backlog in the task's units would have
+    said 3,000 + 600 = 2,600."""
+
+    def chained(at: float, task_out: int, own_out: int, pending: float) -> Snapshot:
+        base = snap(at, task_out, 9000 * at / 10, task_out)
+        source = replace(base.counters[0], pending_records=pending, source_records_out=own_out)
+        return replace(base, counters=(source, base.counters[1]))
+
+    rows = window_metrics(chained(10, 1000, 5_000, 10_000), chained(20, 7000, 35_000, 30_000), "j", 3).to_pylist()
+    source = next(r for r in rows if r["is_source"])
+    assert source["true_output_rate"] == pytest.approx(1_000.0) and source["source_rate_basis"] == "emitted+lag"
+    # Nothing emitted in the window (blocked throughout): the backlog's growth alone, in the source's records.
+    rows = window_metrics(chained(10, 1000, 5_000, 10_000), chained(20, 1000, 5_000, 30_000), "j", 3).to_pylist()
+    assert next(r for r in rows if r["is_source"])["true_output_rate"] == pytest.approx(2_000.0)
+    # A task whose chain ends in a sink (a query chained into one task) puts out nothing: its arrival is
+    # the source's own, 5,000 r/s, not 0.
+    alone = chained(10, 0, 5_000, 10_000), chained(20, 0, 35_000, 30_000)
+    lone = [replace(x, vertices=x.vertices[:1], edges=(), counters=x.counters[:1]) for x in alone]
+    rows = window_metrics(lone[0], lone[1], "j", 3).to_pylist()
+    assert rows[0]["is_source"] and rows[0]["true_output_rate"] == pytest.approx(5_000.0)
+
+
 def test_restarts_are_detected_but_time_jitter_is_not_a_restart():
     before = snap(10, 1000, 9000, 1000)
     assert restart_between(before, snap(20, 2000, 8990, 2000)) is None  # busy stepped back 10 ms

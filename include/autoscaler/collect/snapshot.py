@@ -150,6 +150,7 @@ def take_snapshot(
 
 
 PENDING_RECORDS = ".pendingRecords"  # FLIP-33's standard source metric, prefixed with the operator's name
+RECORDS_OUT = ".numRecordsOut"  # an operator's own records out, with the same prefix
 
 
 def _with_source_gauges(
@@ -159,7 +160,12 @@ def _with_source_gauges(
     names: dict[str, list[str]] = {}
     for vertex in sorted(sources):
         listed = client.subtask_metric_names(job_id, vertex, 0)
-        names[vertex] = [n for n in listed if n.endswith(PENDING_RECORDS)][:1] + ([rate_metric] if rate_metric else [])
+        pending = [n for n in listed if n.endswith(PENDING_RECORDS)][:1]
+        # The source operator's own records out, named with the same operator prefix as its pendingRecords.
+        own_out = [
+            n[: -len(PENDING_RECORDS)] + RECORDS_OUT for n in pending if n[: -len(PENDING_RECORDS)] + RECORDS_OUT in listed
+        ]
+        names[vertex] = pending + own_out + ([rate_metric] if rate_metric else [])
     out = []
     for c in counters:
         wanted = names.get(c.vertex_id)
@@ -168,7 +174,9 @@ def _with_source_gauges(
             continue
         values = client.subtask_metrics(job_id, c.vertex_id, c.subtask, wanted)
         pending = next((v for k, v in values.items() if k.endswith(PENDING_RECORDS)), None)
-        out.append(replace(c, target_rate=values.get(rate_metric) if rate_metric else None, pending_records=pending))
+        own = next((v for k, v in values.items() if k.endswith(RECORDS_OUT)), None)
+        out.append(replace(c, target_rate=values.get(rate_metric) if rate_metric else None, pending_records=pending,
+                           source_records_out=int(own) if own is not None else None))  # fmt: skip
     return out
 
 
@@ -197,13 +205,24 @@ BASIS_LAG, BASIS_UNBLOCKED, BASIS_EMITTED, BASIS_ORACLE = "emitted+lag", "emitte
 
 
 def arrival_rate(
-    c: SubtaskCounters, o: SubtaskCounters | None, d_out: float, d_bp_ms: float, window_s: float
+    c: SubtaskCounters, o: SubtaskCounters | None, d_out: float, d_bp_ms: float, window_s: float, terminal: bool = False
 ) -> tuple[float, str]:
-    """One source subtask's arrival rate over a window and how it was known (see the module's doc)."""
+    """One source subtask's arrival rate over a window and how it was known (see the module's doc).
+
+    In the units of what the subtask's task puts out (what flows to the next vertex). A source chained
+    with more operators (Kafka source -> filter -> partial aggregate) reads records the chain then
+    filters or combines: its arrival is counted in the source operator's own records, emitted plus its
+    backlog's growth, and carried into the task's units by the chain's measured ratio of records out to
+    records the source emitted. A task whose chain ends in a sink (``terminal``: no vertex after it, as a
+    SQL query chained into one task) puts out nothing: its arrival stays in the source's own records.
+    """
     if c.target_rate is not None:
         return c.target_rate, BASIS_ORACLE
     if o is not None and c.pending_records is not None and o.pending_records is not None:
-        return max(0.0, (d_out + c.pending_records - o.pending_records) / window_s), BASIS_LAG
+        own = c.source_records_out is not None and o.source_records_out is not None
+        d_read = c.source_records_out - o.source_records_out if own else d_out  # type: ignore[operator]
+        chain = d_out / d_read if own and d_read > 0 and not terminal else 1.0
+        return max(0.0, (d_read + c.pending_records - o.pending_records) / window_s) * chain, BASIS_LAG
     unblocked_s = window_s - d_bp_ms / 1000.0
     if unblocked_s > 0.05 * window_s:
         return d_out / unblocked_s, BASIS_UNBLOCKED
@@ -218,6 +237,7 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, 
     warmup = restart_between(previous, current) is not None
     old = {(c.vertex_id, c.subtask): c for c in previous.counters}
     sources = {v.id for v in current.vertices} - {down for _, down in current.edges}
+    feeding = {up for up, _ in current.edges}
     vertices = {v.id: v for v in current.vertices}
     rows: dict[str, list] = {c.name: [] for c in METRICS.columns}
     for c in current.counters:
@@ -236,7 +256,7 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, 
         basis = None
         if is_source:
             true_in = 0.0
-            true_out, basis = arrival_rate(c, o, d_out, d_bp, window_s)
+            true_out, basis = arrival_rate(c, o, d_out, d_bp, window_s, terminal=v.id not in feeding)
         else:
             # Flink adds an idle period to the idle time only when it ends and reports busy time as
             # the rest: for a mostly idle task it can stand still or step back over a window. Such

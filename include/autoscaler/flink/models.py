@@ -87,6 +87,10 @@ class SubtaskCounters:
     status: str
     target_rate: float | None = None  # sources: the rate they are asked to emit, when a metric says so
     pending_records: float | None = None  # sources: records they owe (FLIP-33 pendingRecords), when reported
+    # Sources: the records the source operator itself emitted (its own numRecordsOut, beside its pendingRecords).
+    # A task's records_out is its chain's last operator's: a SQL source chained with a filter and a partial
+    # aggregate puts out far fewer records than it reads.
+    source_records_out: int | None = None
 
 
 @dataclass(frozen=True)
