@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 
 from harness import RESULTS, machine, machine_line, stats, write_results  # noqa: E402
 
@@ -46,18 +46,11 @@ from autoscaler.flink.deployment import JobDeployment  # noqa: E402
 from autoscaler.kafka.client import ensure_topic, read_client_config  # noqa: E402
 from autoscaler.kafka.generator import rate_between, read_progress  # noqa: E402
 from autoscaler.rescale.savepoint import rescale_with_savepoint  # noqa: E402
+from tests.helpers import free_port  # noqa: E402
 
 RATE, PARTITIONS, JOB = 12_000, 8, "bench-kafka-rates"
 BACKPRESSURE_S, STEADY_S, EVERY_S, WINDOWS_S = 40, 30, 5.0, (10, 30)
 DRAINED = 2_000  # records of lag left in all partitions: the backlog is gone (a fraction of a second's input)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
