@@ -161,9 +161,11 @@ def test_capacity_reduces_or_blocks():
     assert decide(job(), 10, rows(), decided_epochs_since_rescale=1, free_slots=None).target == {"Count": 4}
 
 
-def test_sources_never_change():
+def test_a_source_changes_where_its_kind_proposed_it_and_a_row_without_a_target_stays():
     r = rows()
-    r[0]["target_parallelism"] = 9
+    r[0]["target_parallelism"] = 9  # a kind that sizes sources (policy.scale_sources) proposed it
+    assert decide(job(), 10, r, decided_epochs_since_rescale=1).target["Source"] == 9
+    r[0]["target_parallelism"] = None  # a row written before sources were sized
     assert "Source" not in decide(job(), 10, r, decided_epochs_since_rescale=1).target
 
 

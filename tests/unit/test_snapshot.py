@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from autoscaler.collect.snapshot import Snapshot, restart_between, window_metrics
+from autoscaler.collect.snapshot import Snapshot, restart_between, source_splits, window_metrics
 from autoscaler.flink.models import SubtaskCounters, VertexInfo
 
 SRC, CNT = "a" * 32, "b" * 32
@@ -137,3 +137,31 @@ def test_restarts_are_detected_but_time_jitter_is_not_a_restart():
 def test_snapshots_round_trip_through_json():
     s = snap(10, 1, 2, 3, rate=5.0)
     assert Snapshot.from_json(s.to_json()) == s
+
+
+def test_a_sources_capacity_is_what_it_took_in_per_busy_second_and_its_splits_cap_it():
+    """A query chained into one task (Kafka source -> calc -> sink): in 10 s it read 40,000 records (its own
+    numRecordsOut) in 8 s of busy time: 5,000 r/s a busy second, 4,000 a wall second. It reads 4 partitions,
+    fewer than its 128 key groups: no instance beyond the 4th would read anything."""
+
+    def lone(at: float, own_out: int, busy: float, splits: int | None) -> Snapshot:
+        source = SubtaskCounters(SRC, 0, 0, 0, busy, at * 1000 - busy, 0.0, "RUNNING", pending_records=0.0,
+                                 source_records_out=own_out, source_splits=splits)  # fmt: skip
+        vertex = VertexInfo(SRC, "Source", 1, 128, "RUNNING")
+        return Snapshot("job", "c" * 32, T0 + timedelta(seconds=at), (vertex,), (), (source,))
+
+    row = window_metrics(lone(10, 10_000, 2_000, 4), lone(20, 50_000, 10_000, 4), "j", 3).to_pylist()[0]
+    assert row["true_processing_rate"] == pytest.approx(5_000.0) and row["observed_processing_rate"] == pytest.approx(4_000.0)
+    assert row["max_parallelism"] == 4 and row["records_in"] == 0  # Flink's own count of a source's records in
+    # No splits reported (not a Kafka source): its key groups; no busy time reported: capacity unknown (0).
+    row = window_metrics(lone(10, 10_000, 0.0, None), lone(20, 50_000, 0.0, None), "j", 3).to_pylist()[0]
+    assert row["max_parallelism"] == 128 and row["true_processing_rate"] == 0.0
+
+
+def test_a_sources_splits_are_counted_from_its_per_partition_metrics():
+    prefix = "Source__KafkaSource-default_catalog_default_database_bid.KafkaSourceReader"
+    names = [f"{prefix}.topic.nexmark.bid.partition.{p}.currentOffset" for p in range(3)]
+    names += [f"{prefix}.topic.nexmark.bid.partition.1.committedOffset", f"{prefix}.KafkaConsumer.assigned-partitions",
+              f"{prefix}.topic.other.partition.0.currentOffset"]  # fmt: skip
+    assert source_splits(names) == 4  # three of a dotted topic, one of another
+    assert source_splits(["Source__Source.pendingRecords"]) is None

@@ -12,8 +12,10 @@ averages that lag a change by a minute). Per instance and window W:
   can be seconds older than the other's: dividing by our own read times W then inflated the
   observed rate (a 4 s window whose samples were 6.1 s apart read Count at 7,662 r/s observed
   against 5,681 r/s true). W is used only when an instance reports no time at all;
-- sources report no busy time and their processing rate is 0 (DS2's convention). Their true
-  output rate is their **arrival rate**: what reaches them per second, whether or not the job
+- a source's records in are what it took in: what its task put out, or, for a task whose chain
+  ends in a sink, what the source operator emitted; its processing rates are those per busy and
+  per wall second (0 with no busy time reported: capacity unknown), so that a kind can size a
+  source as any operator. Its true output rate is its **arrival rate**: what reaches them per second, whether or not the job
   keeps up. Three ways to know it, best first, each named in the row's ``source_rate_basis``:
 
   - ``emitted+lag``: records emitted per second plus the growth of FLIP-33's ``pendingRecords``
@@ -40,6 +42,7 @@ down) is marked warm-up: kept for the record, never used for a decision.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -48,7 +51,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from autoscaler.errors import InputError
-from autoscaler.flink.client import FlinkRestClient
+from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.models import JobDetails, SubtaskCounters, VertexInfo
 from autoscaler.store.parquet import epoch_block
 from autoscaler.store.schemas import METRICS
@@ -151,6 +154,26 @@ def take_snapshot(
 
 PENDING_RECORDS = ".pendingRecords"  # FLIP-33's standard source metric, prefixed with the operator's name
 RECORDS_OUT = ".numRecordsOut"  # an operator's own records out, with the same prefix
+# The Kafka source's per-partition metric, registered when a subtask is assigned the partition (a topic name may
+# hold dots): counted over the vertex, the splits it reads.
+KAFKA_SPLIT = re.compile(r".*\.KafkaSourceReader\.topic\.(.+)\.partition\.(\d+)\.currentOffset")
+
+
+def source_splits(names: list[str]) -> int | None:
+    """How many splits (Kafka topic partitions) a source vertex's metric names show it reads; None: it reports none."""
+    splits = {m.groups() for m in map(KAFKA_SPLIT.fullmatch, names) if m}
+    return len(splits) or None
+
+
+def _vertex_splits(client: FlinkRestClient, job_id: str, vertex: str) -> int | None:
+    """The splits a source vertex reads; None when unknown. A Flink whose REST API has no aggregated subtask metrics
+    (404) leaves them unknown: the source is then capped by its key groups alone, as before splits were counted."""
+    try:
+        return source_splits(client.vertex_metric_names(job_id, vertex))
+    except FlinkError as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def _with_source_gauges(
@@ -158,6 +181,7 @@ def _with_source_gauges(
 ) -> list[SubtaskCounters]:
     """Source counters with their target rate (``rate_metric``) and pending records, when reported."""
     names: dict[str, list[str]] = {}
+    splits = {vertex: _vertex_splits(client, job_id, vertex) for vertex in sorted(sources)}
     for vertex in sorted(sources):
         listed = client.subtask_metric_names(job_id, vertex, 0)
         pending = [n for n in listed if n.endswith(PENDING_RECORDS)][:1]
@@ -169,6 +193,8 @@ def _with_source_gauges(
     out = []
     for c in counters:
         wanted = names.get(c.vertex_id)
+        if c.vertex_id in splits:
+            c = replace(c, source_splits=splits[c.vertex_id])
         if not wanted:
             out.append(c)
             continue
@@ -229,6 +255,21 @@ def arrival_rate(
     return d_out / window_s, BASIS_EMITTED
 
 
+def taken_in(c: SubtaskCounters, o: SubtaskCounters | None, d_out: float, terminal: bool) -> float:
+    """What one source subtask took in over a window, in its arrival's units: what its task put out, or, for a
+    chain that ends in a sink (it puts out nothing), what the source operator itself emitted."""
+    if terminal and o is not None and c.source_records_out is not None and o.source_records_out is not None:
+        return float(c.source_records_out - o.source_records_out)
+    return d_out
+
+
+def useful_parallelism(key_groups: int, splits: int | None) -> int | None:
+    """The highest parallelism at which each instance has work of its own (the metrics' ``max_parallelism``): the
+    operator's key groups, or, for a source that reads fewer splits (Kafka partitions), their count."""
+    caps = [n for n in (key_groups, splits) if n is not None and n > 0]
+    return min(caps) if caps else None
+
+
 def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, source_format: str = "flink-rest") -> pa.Table:
     """Metrics rows (one per operator instance) for the window between two snapshots (read from ``source_format``)."""
     wall_s = (current.taken_at - previous.taken_at).total_seconds()
@@ -254,14 +295,18 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, 
         window_s = sampled_s if sampled_s > 0 else wall_s
         is_source = v.id in sources
         basis = None
+        # Flink adds an idle period to the idle time only when it ends and reports busy time as
+        # the rest: for a mostly idle task it can stand still or step back over a window. Such
+        # a task is no bottleneck; its busy time counts as MIN_BUSY_MS (a very large capacity).
+        busy_s = max(d_busy, MIN_BUSY_MS) / 1000.0
         if is_source:
-            true_in = 0.0
-            true_out, basis = arrival_rate(c, o, d_out, d_bp, window_s, terminal=v.id not in feeding)
+            terminal = v.id not in feeding
+            true_out, basis = arrival_rate(c, o, d_out, d_bp, window_s, terminal)
+            # What it took in, in its arrival's units (see arrival_rate): a source's "records in".
+            taken = taken_in(c, o, d_out, terminal)
+            true_in = taken / busy_s if d_busy > 0 else 0.0
         else:
-            # Flink adds an idle period to the idle time only when it ends and reports busy time as
-            # the rest: for a mostly idle task it can stand still or step back over a window. Such
-            # a task is no bottleneck; its busy time counts as MIN_BUSY_MS (a very large capacity).
-            busy_s = max(d_busy, MIN_BUSY_MS) / 1000.0
+            taken = d_in
             true_in, true_out = d_in / busy_s, d_out / busy_s
         row = {
             "job": job,
@@ -271,7 +316,7 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, 
             "operator_name": v.name,
             "instance": c.subtask + 1,
             "parallelism": v.parallelism,
-            "max_parallelism": v.max_parallelism if v.max_parallelism > 0 else None,
+            "max_parallelism": useful_parallelism(v.max_parallelism, c.source_splits if is_source else None),
             "is_source": is_source,
             "window_start": previous.taken_at,
             "window_end": current.taken_at,
@@ -282,7 +327,7 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, 
             "backpressured_ms": d_bp,
             "true_processing_rate": true_in,
             "true_output_rate": true_out,
-            "observed_processing_rate": 0.0 if is_source else d_in / window_s,
+            "observed_processing_rate": taken / window_s,
             "observed_output_rate": d_out / window_s,
             "warmup": warmup,
             "pending_records": c.pending_records if is_source else None,

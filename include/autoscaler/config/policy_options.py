@@ -37,6 +37,7 @@ from autoscaler.config.options import (
     RULES_STEP,
     SATURATED,
     SCALE_DOWN_INTERVAL,
+    SCALE_SOURCES,
     STEADY_PRIOR_RISE,
     STEADY_QUANTILE,
     TARGET_UTILIZATION,
@@ -73,6 +74,10 @@ class PolicyOptions:
     max_parallelism: dict[str, int] = field(default_factory=lambda: dict(MAX_PARALLELISM.default))
     job_max_parallelism: int | None = JOB_MAX_PARALLELISM.default
     align_to_key_groups: bool = ALIGN_TO_KEY_GROUPS.default
+    scale_sources: bool = SCALE_SOURCES.default
+    # Not an option: what the job's deployment can set, derived from it by the jobs config. The names of the
+    # operators a restart can give a parallelism (its parallelism_args); None: every operator (in place, SQL).
+    movable_operators: list[str] | None = None
     # Durations are seconds here (the options travel as JSON to the Spark job and into each decision).
     target_utilization: float = TARGET_UTILIZATION.default
     utilization_boundary: float = UTILIZATION_BOUNDARY.default
@@ -110,6 +115,11 @@ class PolicyOptions:
             high = self.max_parallelism.get(op)
             if high is not None and high < low:
                 raise InputError("--max-parallelism", f"operator {op!r}: max {high} is below min {low}")
+        if not isinstance(self.scale_sources, bool):
+            raise InputError("--scale-sources", f"must be true or false, got {self.scale_sources!r}")
+        movable = self.movable_operators
+        if movable is not None and not (isinstance(movable, list) and all(isinstance(n, str) for n in movable)):
+            raise InputError("--movable-operators", f"must be a list of operator names, got {movable!r}")
         if self.job_max_parallelism is not None and self.job_max_parallelism < 1:
             raise InputError("--job-max-parallelism", f"must be >= 1, got {self.job_max_parallelism}")
         if not (isinstance(self.steady_quantile, (int, float)) and 0 <= self.steady_quantile < 1):

@@ -132,7 +132,7 @@ def _row_problem(d: Mapping[str, Any]) -> str | None:
     missing = [k for k in _REQUIRED if k not in d or (d[k] is None and not (k == "target_parallelism" and d.get("is_source")))]
     if missing:
         return f"decision of {d.get('operator_name', '?')!r} lacks {', '.join(missing)}"
-    for key in ("current_parallelism",) + (() if d["is_source"] else ("target_parallelism",)):
+    for key in ("current_parallelism",) + (() if d["is_source"] and d["target_parallelism"] is None else ("target_parallelism",)):
         value = d[key]
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
             return f"decision of {d['operator_name']!r}: {key} is {value!r}, not a parallelism >= 1"
@@ -148,7 +148,8 @@ def _operators(decisions: Iterable[Mapping[str, Any]]) -> list[OperatorPlan]:
                 operator_name=d["operator_name"],
                 is_source=bool(d["is_source"]),
                 current=int(d["current_parallelism"]),
-                proposed=int(d["target_parallelism"]) if not d["is_source"] else int(d["current_parallelism"]),
+                # Rows of sources written before sources were sized may have no target: they stay.
+                proposed=int(d["target_parallelism"] if d["target_parallelism"] is not None else d["current_parallelism"]),
                 final=int(d["current_parallelism"]),
                 input_rate=_float(d.get("target_input_rate")),
                 capacity_per_instance=_float(d.get("capacity_per_instance")),
@@ -239,10 +240,10 @@ def _withheld(job: JobConfig, now: datetime | None) -> str | None:
 
 
 def _direction(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Operator id -> +1, -1 or 0: where the epoch's proposal moves each non-source operator."""
+    """Operator id -> +1, -1 or 0: where the epoch's proposal moves each operator (a source: where its kind sizes it)."""
     out = {}
     for r in rows:
-        if not r["is_source"] and r["target_parallelism"] is not None:
+        if r["target_parallelism"] is not None:
             change = r["target_parallelism"] - r["current_parallelism"]
             out[r["operator_id"]] = (change > 0) - (change < 0)
     return out
@@ -310,14 +311,11 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
 
 
 def _operator_rules(job: JobConfig, op: OperatorPlan) -> None:
-    """Hysteresis for one operator (sources never change).
+    """Hysteresis for one operator (a source changes only where its kind proposed it).
 
     Bounds, alignment and the scale-down limit are the policy's (:func:`autoscaler.policy.base.bounded`):
     the proposal arrives within them.
     """
-    if op.is_source:
-        op.final = op.current
-        return
     st = job.stability
     final = op.proposed
     if final < op.current:

@@ -235,6 +235,11 @@ class FlinkRestClient:
         path = f"/jobs/{ids.job_id(job_id)}/vertices/{ids.vertex_id(vertex_id)}/subtasks/{ids.subtask_index(subtask)}/metrics"
         return [str(item["id"]) for item in self.get(path) or [] if isinstance(item, dict) and "id" in item]
 
+    def vertex_metric_names(self, job_id: str, vertex_id: str) -> list[str]:
+        """The ids of every metric any subtask of a vertex reports (the subtasks' aggregated metrics), in one call."""
+        path = f"/jobs/{ids.job_id(job_id)}/vertices/{ids.vertex_id(vertex_id)}/subtasks/metrics"
+        return [str(item["id"]) for item in self.get(path) or [] if isinstance(item, dict) and "id" in item]
+
     def exceptions(self, job_id: str) -> str | None:
         data = self.get(f"/jobs/{ids.job_id(job_id)}/exceptions")
         root = (data or {}).get("root-exception")

@@ -91,6 +91,8 @@ class SubtaskCounters:
     # A task's records_out is its chain's last operator's: a SQL source chained with a filter and a partial
     # aggregate puts out far fewer records than it reads.
     source_records_out: int | None = None
+    # Sources: the splits (Kafka partitions) the whole vertex reads, from its per-split metrics, when it reports them.
+    source_splits: int | None = None
 
 
 @dataclass(frozen=True)

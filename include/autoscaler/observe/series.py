@@ -90,7 +90,7 @@ def job_series(
     step = max(1, math.ceil(len(epochs) / max_points))
     metric_cols = ["epoch", "operator_name", "is_source", "parallelism", "true_output_rate", "observed_output_rate"]
     metrics = _frame(store_root, METRICS, job, epochs, [*metric_cols, "pending_records", "warmup"])
-    decision_cols = ["epoch", "operator_name", "is_source", "status", "target_parallelism"]
+    decision_cols = ["epoch", "operator_name", "is_source", "status", "current_parallelism", "target_parallelism"]
     decisions = _frame(store_root, DECISIONS, job, epochs, decision_cols)
     actions = read_epochs(store_root, ACTIONS, job, epochs)
     acted = actions.filter(pc.not_equal(actions.column("outcome"), NOOP)).to_pylist()  # few: every action but "no change"
@@ -122,9 +122,16 @@ def job_series(
     ]
 
     # Parallelism and proposals, per operator and bucket (the maximum: a rescale within a bucket shows).
-    ops = metrics[~metrics["is_source"]].groupby(["epoch", "operator_name"])["parallelism"].max().reset_index()
+    # Sources too where a kind sized them: one that ran at more than one size or was proposed another (a query
+    # chained into one task is nothing but its source).
+    moved = metrics[metrics["is_source"]].groupby("operator_name")["parallelism"].nunique()
+    shown = set(moved[moved > 1].index)
+    src = decisions[decisions["is_source"]]
+    shown |= set(src.loc[src["target_parallelism"] != src["current_parallelism"], "operator_name"])
+    ops = metrics[~metrics["is_source"] | metrics["operator_name"].isin(shown)]
+    ops = ops.groupby(["epoch", "operator_name"])["parallelism"].max().reset_index()
     ops["bucket"] = bucket(ops)
-    props = decisions[~decisions["is_source"]].copy()
+    props = decisions[~decisions["is_source"] | decisions["operator_name"].isin(shown)].copy()
     props["bucket"] = bucket(props)
     merged = pd.concat(
         [

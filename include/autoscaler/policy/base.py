@@ -178,14 +178,31 @@ def override_words(override_per_instance: float) -> str:
     return f"override {override_per_instance:g} r/s per instance"
 
 
-def source_reason(rate: float, basis: str) -> str:
-    return f"source: never rescaled; arrival {rate:.1f} r/s ({basis})"
+def source_reason(rate: float, basis: str, kept: str = "never rescaled") -> str:
+    return f"source: {kept}; arrival {rate:.1f} r/s ({basis})"
 
 
-def source_decision(topology: Topology, windows: Mapping[str, OperatorWindow], op: str, rate: float, basis: str) -> Decision:
-    """The decision of a source: kept at its parallelism, with its arrival rate and how it is known."""
-    reason = source_reason(rate, basis)
+def source_decision(topology: Topology, windows: Mapping[str, OperatorWindow], op: str, rate: float, basis: str,
+                    kept: str = "never rescaled") -> Decision:  # fmt: skip
+    """The decision of a source: kept at its parallelism (``kept`` says why), with its arrival rate and its basis."""
+    reason = source_reason(rate, basis, kept)
     return replace(keep(topology, windows, op, reason), true_output_rate=rate, target_output_rate=rate)
+
+
+def source_kept(topology: Topology, op: str, options: PolicyOptions) -> str | None:
+    """Why a kind that sizes sources (``scale_sources``) keeps source ``op`` as it is; None: it sizes it.
+
+    A source is sized only where the job's deployment can set its parallelism (``movable_operators``), and its
+    capacity, as any operator's, is what it takes in per second of busy time (see collect.snapshot); its
+    highest useful parallelism is its window's ``max_parallelism``: the splits it reads, when fewer than its key
+    groups (an instance beyond them reads nothing).
+    """
+    if not options.scale_sources:
+        return "kept (scale_sources is off)"
+    name = topology.operators[op].name
+    if options.movable_operators is not None and name not in options.movable_operators:
+        return "kept (a restart cannot set its parallelism: parallelism_args does not name it)"
+    return None
 
 
 def selectivity(window: OperatorWindow) -> float:

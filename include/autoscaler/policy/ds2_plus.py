@@ -35,8 +35,9 @@ Scale-downs, never while a source owes more than ``drained_lag`` of its input:
 - **steady**: a load that fell is followed once the operator has run ``scale_down_interval`` at its
   size with no rescale and the job's rises are its own (not the prior's), to the size a change needs.
 
-Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`). Sources are
-not rescaled, as with every kind so far.
+Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`). A source the
+deployment can move (:func:`autoscaler.policy.base.source_kept`) is sized as any operator, for its own
+steady arrival and backlog, within the splits it reads.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from autoscaler.policy.base import (
     keep,
     source_arrival,
     source_decision,
+    source_kept,
     unusable_epoch,
     verdict,
 )
@@ -311,13 +313,15 @@ def evaluate_epoch(
     decisions = []
     for op in topology.order:
         w = windows[op]
-        if topology.operators[op].is_source:
-            decisions.append(source_decision(topology, windows, op, demands[op].arrival, demands[op].words))
+        source = topology.operators[op].is_source
+        if source and (kept_why := source_kept(topology, op, options)) is not None:
+            decisions.append(source_decision(topology, windows, op, demands[op].arrival, demands[op].words, kept_why))
             continue
         current, need, findings = w.parallelism, needs[op], None
-        kept, _ = _size(op, w, need["keep"], options, epochs)
+        kept, kept_words = _size(op, w, need["keep"], options, epochs)
         capacity = w.true_processing_rate / current
-        why = (f"steady + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size (which owes "
+        why = f"source: {demands[op].words}; " if source else ""
+        why += (f"steady + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size (which owes "
                f"{clock.owed:g} s of input and drains in {clock.drain:g} s); capacity {capacity:,.1f} r/s each")  # fmt: skip
         if kept > current:
             raw, words = _size(op, w, need["change"], options, epochs)
@@ -331,6 +335,9 @@ def evaluate_epoch(
                             f"further scale-up until the load moves beyond its steady rise {rise:.0%} "
                             f"(it moved {moved:.0%})")  # fmt: skip
                     raw, findings = current, INEFFECTIVE_SCALE_UP
+        elif kept == current and _capacity_fn(op, w, epochs)[0](current) < need["keep"]:
+            raw = current  # short, and no more instances would help (bounds, splits, or no gain)
+            why += kept_words
         elif owing:
             raw = current
             why += f"; {current} carry it and drain by the deadline; no scale-down while {', '.join(owing)} owe input"
@@ -344,6 +351,7 @@ def evaluate_epoch(
                 keep(topology, windows, op, why + limits + verdict(current, target)),
                 capacity_per_instance=capacity,
                 target_input_rate=need["change"] if target != current else need["keep"],
+                true_output_rate=demands[op].arrival if source else w.true_output_rate,
                 target_output_rate=None,
                 optimal_parallelism=need["change"] / capacity if capacity > 0 else None,
                 target_parallelism=target,

@@ -22,7 +22,9 @@ with its defaults:
 - acting: only when an operator that changes *after* that deferral is outside the band (Flink's
   check over the deferred targets).
 
-Sources are never rescaled here (the test job's source parallelism is fixed), as with DS2.
+A source the deployment can move (:func:`autoscaler.policy.base.source_kept`) is sized as any operator,
+as Flink sizes it: its input is its arrival, its capacity what it took in over its busiest instance's busy
+fraction, capped at the splits it reads.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from autoscaler.policy.base import (
     keep,
     source_arrival,
     source_decision,
+    source_kept,
     unusable_epoch,
     verdict,
 )
@@ -89,7 +92,8 @@ def processing_backlog(topology: Topology, windows: Mapping[str, OperatorWindow]
 def _sizings(
     topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions, source_rates: Mapping[str, float]
 ) -> tuple[dict[str, Sizing], str | None]:
-    """Per non-source operator its sizing, and the backlog that widens the band (None: none)."""
+    """Per operator it sizes (a source where :func:`source_kept` allows) its sizing, and the backlog that widens
+    the band (None: none)."""
     out: dict[str, Sizing] = {}
     backlog = processing_backlog(topology, windows, options, source_rates)
     u, b = options.target_utilization, options.utilization_boundary
@@ -100,7 +104,7 @@ def _sizings(
     into = flow(topology, windows, at_sources)
     for op in topology.order:
         w = windows[op]
-        if topology.operators[op].is_source:
+        if topology.operators[op].is_source and source_kept(topology, op, options) is not None:
             continue
         input_rate, lag_rate = into[op]["input"], into[op]["lag"]
         capacity = w.observed_processing_rate / w.busy_ratio_max if w.busy_ratio_max > 0 else math.nan
@@ -164,8 +168,9 @@ def evaluate_epoch(
     decisions = []
     for op in topology.order:
         w = windows[op]
-        if topology.operators[op].is_source:
-            decisions.append(source_decision(topology, windows, op, *source_arrival(w, source_rates.get(op))))
+        if op not in sizings:
+            kept = source_kept(topology, op, options) or "never rescaled"
+            decisions.append(source_decision(topology, windows, op, *source_arrival(w, source_rates.get(op)), kept))
             continue
         s = sizings[op]
         target, why, _ = targets[op]
@@ -177,6 +182,9 @@ def evaluate_epoch(
         elif not act:
             why += "; within the utilization band" if not s.outside else ""
         per_instance = s.capacity / w.parallelism if s.capacity > 0 else None
+        if topology.operators[op].is_source:
+            rate, basis = source_arrival(w, source_rates.get(op))
+            why = f"source: arrival {rate:,.1f} r/s ({basis}); {why}"
         decisions.append(
             replace(
                 keep(topology, windows, op, why + verdict(w.parallelism, target)),
