@@ -8,10 +8,10 @@ growth of ``pendingRecords``) every epoch:
 - q5 and q8 have keyed and windowed operators behind their sources, which they do not need two of at this
   load: DS2 (the reference) scales them down in place. (q5's global MAX is capped at one instance by the
   planner and is short: DS2 says so and keeps it, the most it may have.)
-- q1 and q2 are one task each: the planner chains the Kafka source, the map or filter and the sink. The
-  policies size sources by their arrival and never rescale them yet, so each epoch is measured, validated
-  and decided, and the decision keeps the job as it is (scaling a source vertex by its busy time, capped
-  at its partitions, is still to come).
+- q1 and q2 are one task each: the planner chains the Kafka source, the map or filter and the sink, so
+  the source vertex is all there is to rescale. ``utilization`` (the Flink autoscaler's model) sizes it
+  from what it took in per busy second, capped at its 4 partitions, and scales it down in place. Its own
+  scale-down wait (an hour) and limit (-40 %, which keeps 2 at 2) are set for the test to 0 s and -50 %.
 """
 
 from __future__ import annotations
@@ -33,10 +33,14 @@ pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.kafka, pytest.ma
 INTERVAL_S = 20
 NEXMARK = ROOT / "flink-job" / "sql" / "nexmark"
 QUERIES = ["q1", "q2", "q5", "q8"]
-SCALED = ["q5", "q8"]
+SCALED = QUERIES
+# q1 and q2: a source vertex, sized by a kind that sizes sources (ds2 keeps them, as DS2 does).
+SOURCE_POLICY = {"kind": "utilization", "scale_down_interval": "0s", "max_scale_down_factor": 0.5}
 
 
 def entry(flink, query: str, client_config) -> dict:
+    # Every scale-down DS2 proposes (its kind ignores one by 1 by default, as DS2's scaling manager does).
+    policy = SOURCE_POLICY if query in ("q1", "q2") else {"kind": "ds2", "ignore_scale_down_by": 0}
     return {
         "name": f"nexmark_{query}",
         "flink_job_name": f"nexmark-{query}",
@@ -48,8 +52,7 @@ def entry(flink, query: str, client_config) -> dict:
         "mechanism": "in-place",
         "policy_interval": f"{INTERVAL_S}s",
         "collect": {"short_window": "4s"},
-        # Every scale-down DS2 proposes (its kind ignores one by 1 by default, as DS2's scaling manager does).
-        "policy": {"kind": "ds2", "ignore_scale_down_by": 0},
+        "policy": policy,
         "validation": {"lateness_s": 90},
     }
 
@@ -95,6 +98,8 @@ def test_nexmark_queries_over_kafka_are_autoscaled_with_no_flags(
             action = poll(f"nexmark {q} scaled in place", lambda q=q: succeeded(store, f"nexmark_{q}"), 300)
             new = json.loads(action["new_parallelism"])
             assert action["mechanism"] == "in-place" and new and all(p < 2 for p in new.values()), action
+            if q in ("q1", "q2"):
+                assert list(new) == [flink.client.job(jobs[q]).vertices[0].name], new  # its one vertex: the source
             running = flink.client.running_job(f"nexmark-{q}")
             assert running.id == jobs[q]  # in place: the same job, reading on from its offsets
             for name, p in new.items():

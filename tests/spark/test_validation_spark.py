@@ -27,7 +27,7 @@ def corpus() -> tuple[list[dict], dict[int, set[str]]]:
     e[7] = [*e[7], {**row(7, "count", 3), "instance": 4}]
     e[8] = [*e[8], {**row(8, "parse", 1), "operator_id": "mystery", "operator_name": "Mystery"}]
     e[9] = change(e[9], "count", 1, warmup=True)
-    e[10] = change(e[10], "src", 2, true_processing_rate=10.0)
+    e[10] = change(e[10], "src", 2, observed_processing_rate=500.0)
     e[11] = change(e[11], "count", 1, observed_processing_rate=500.0)
     e[12] = []  # empty epoch
     late = row(13, "parse", 1)
@@ -49,7 +49,7 @@ def corpus() -> tuple[list[dict], dict[int, set[str]]]:
         7: {"instance_in_range"},
         8: {"operators_known"},
         9: set(),  # warm-up: a warning, not a failure
-        10: {"sources_no_processing"},
+        10: {"observed_within_true"},
         11: {"observed_within_true"},
         12: {"instances_present"},
         13: {"windows_in_interval"},

@@ -1,4 +1,4 @@
-"""Sources sized as any operator (``policy.scale_sources``), where the deployment can set them.
+"""Sources sized as any operator (``policy.scale_sources``), where the job lets them move.
 
 A Nexmark q1 or q2 is one task: Kafka source -> calc -> sink. Its source vertex is the whole job, and it
 is the only thing to rescale. Its capacity is what it took in per busy second (collect.snapshot), its
@@ -70,7 +70,7 @@ def test_the_reference_and_rules_keep_sources_as_ds2_does(kind):
 def test_a_source_the_deployment_cannot_set_or_the_user_keeps_is_kept():
     windows, history = lone(1, 6_000.0), [EpochWindows(e, lone(1, 6_000.0)) for e in range(12)]
     kept = decide("ds2_plus", windows, history, movable_operators=["Parse", "Count"])
-    assert kept.target_parallelism == 1 and "parallelism_args does not name it" in kept.reason
+    assert kept.target_parallelism == 1 and "parallelism_args do not name it" in kept.reason
     off = decide("utilization", windows, scale_sources=False)
     assert off.target_parallelism == 1 and "scale_sources is off" in off.reason
     # A source with no busy time reported (capacity unknown) stays too.
@@ -84,7 +84,7 @@ def test_the_jobs_config_derives_what_a_restart_can_set():
     (by_args,) = parse_jobs({"jobs": [base | args]}, "test")
     assert by_args.policy.movable_operators == ["Count"]
     (in_place,) = parse_jobs({"jobs": [base | args | {"mechanism": "in-place"}]}, "test")
-    assert in_place.policy.movable_operators is None
+    assert in_place.policy.movable_operators == ["Count"]  # the job names what may move, whatever the mechanism
     (free,) = parse_jobs({"jobs": [base]}, "test")
     assert free.policy.movable_operators is None and free.policy.scale_sources is True
     with pytest.raises(InputError, match="scale_sources"):

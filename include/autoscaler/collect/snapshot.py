@@ -14,7 +14,7 @@ averages that lag a change by a minute). Per instance and window W:
   against 5,681 r/s true). W is used only when an instance reports no time at all;
 - a source's records in are what it took in: what its task put out, or, for a task whose chain
   ends in a sink, what the source operator emitted; its processing rates are those per busy and
-  per wall second (0 with no busy time reported: capacity unknown), so that a kind can size a
+  per wall second (both 0 with no busy time reported: capacity unknown), so that a kind can size a
   source as any operator. Its true output rate is its **arrival rate**: what reaches them per second, whether or not the job
   keeps up. Three ways to know it, best first, each named in the row's ``source_rate_basis``:
 
@@ -303,8 +303,9 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, 
             terminal = v.id not in feeding
             true_out, basis = arrival_rate(c, o, d_out, d_bp, window_s, terminal)
             # What it took in, in its arrival's units (see arrival_rate): a source's "records in".
-            taken = taken_in(c, o, d_out, terminal)
-            true_in = taken / busy_s if d_busy > 0 else 0.0
+            # With no busy time reported its capacity is unknown: both its processing rates are 0.
+            taken = taken_in(c, o, d_out, terminal) if d_busy > 0 else 0.0
+            true_in = taken / busy_s
         else:
             taken = d_in
             true_in, true_out = d_in / busy_s, d_out / busy_s

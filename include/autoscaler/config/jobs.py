@@ -252,8 +252,9 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
         raise f.error("start_date", f"expected an ISO date like 2026-01-01, got {start!r}") from None
     start_date = start_date if start_date.tzinfo else start_date.replace(tzinfo=UTC)
     options, stability = _policy(Fields(f.get("policy"), where, "policy."), interval)
-    if mechanism == opt.SAVEPOINT_RESTART and deployment.parallelism_args:
-        # A restart gives a parallelism only to the operators its program arguments name.
+    if deployment.parallelism_args:
+        # A job that names its operators' parallelism flags names what may move: a restart sets no other, and a
+        # program may rely on the rest staying (the test job splits its rate over its fixed source instances).
         options = replace(options, movable_operators=sorted(deployment.parallelism_args))
     approval = read_approval(Fields(f.get("approval"), where, "approval."))
     alerts = read_alerts(Fields(f.get("alerts"), where, "alerts."))

@@ -130,9 +130,8 @@ ALIGN_TO_KEY_GROUPS = Option(
 SCALE_SOURCES = Option(
     "policy.scale_sources", "boolean", True,
     "ds2_plus and utilization size a source vertex as any other operator: its arrival plus backlog over its capacity, "
-    "read from its busy time, capped at the splits it reads (Kafka partitions). Only where the deployment can set it: "
-    "rescaled in place, or restarted with no parallelism_args, or with parallelism_args naming it. ds2 and rules keep "
-    "sources, as DS2 does.",
+    "read from its busy time, capped at the splits it reads (Kafka partitions). Only a source the job lets move: one "
+    "with no parallelism_args (a SQL job), or whose parallelism_args name it. ds2 and rules keep sources, as DS2 does.",
 )  # fmt: skip
 # kind utilization: the Flink Kubernetes Operator autoscaler's model, with its defaults.
 TARGET_UTILIZATION = Option(

@@ -75,8 +75,8 @@ class PolicyOptions:
     job_max_parallelism: int | None = JOB_MAX_PARALLELISM.default
     align_to_key_groups: bool = ALIGN_TO_KEY_GROUPS.default
     scale_sources: bool = SCALE_SOURCES.default
-    # Not an option: what the job's deployment can set, derived from it by the jobs config. The names of the
-    # operators a restart can give a parallelism (its parallelism_args); None: every operator (in place, SQL).
+    # Not an option: derived from the job's deployment by the jobs config. The operators the job lets move (the
+    # names its parallelism_args map); None: every operator (a job with none, such as a SQL job).
     movable_operators: list[str] | None = None
     # Durations are seconds here (the options travel as JSON to the Spark job and into each decision).
     target_utilization: float = TARGET_UTILIZATION.default

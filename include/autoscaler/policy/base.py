@@ -192,7 +192,7 @@ def source_decision(topology: Topology, windows: Mapping[str, OperatorWindow], o
 def source_kept(topology: Topology, op: str, options: PolicyOptions) -> str | None:
     """Why a kind that sizes sources (``scale_sources``) keeps source ``op`` as it is; None: it sizes it.
 
-    A source is sized only where the job's deployment can set its parallelism (``movable_operators``), and its
+    A source is sized only where the job lets it move (``movable_operators``), and its
     capacity, as any operator's, is what it takes in per second of busy time (see collect.snapshot); its
     highest useful parallelism is its window's ``max_parallelism``: the splits it reads, when fewer than its key
     groups (an instance beyond them reads nothing).
@@ -201,7 +201,7 @@ def source_kept(topology: Topology, op: str, options: PolicyOptions) -> str | No
         return "kept (scale_sources is off)"
     name = topology.operators[op].name
     if options.movable_operators is not None and name not in options.movable_operators:
-        return "kept (a restart cannot set its parallelism: parallelism_args does not name it)"
+        return "kept (the job's parallelism_args do not name it)"
     return None
 
 
