@@ -15,7 +15,11 @@ is reported, what died is started again):
   up --cluster``); the jobs' ``spark_ds2`` connection points at it, so policies and backfills run on
   the workers;
 - Flink: a JobManager and two TaskManagers (``scripts/flink.sh``), savepoints and checkpoints in a
-  folder every process reaches, as a shared volume would be.
+  folder every process reaches, as a shared volume would be;
+- Kafka (``scripts/kafka.sh``): one broker with a SCRAM user of its own, as the compose file's kafka
+  service. One, not three: on the 2 cores of these machines the rest of the cluster already takes them,
+  and one broker's internal topics have one replica (conf/kafka/server.properties). A Kafka-fed job
+  names its client config, ``data/cluster/kafka/client.properties``, as ``kafka_client_config``.
 
 Everything lives under ``DS2_CLUSTER_DIR`` (data/cluster): each service's data, logs and pid files,
 the ports chosen at the first ``up`` (cluster.json), and the store. The jobs are those of
@@ -36,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ds2_local import AIRFLOW_SH, FLINK_SH, POSTGRES_SH, ROOT, SPARK_SH, Stack, free_port, log
+from ds2_local import AIRFLOW_SH, FLINK_SH, KAFKA_SH, POSTGRES_SH, ROOT, SPARK_SH, Stack, free_port, log
 
 REDIS_SH = ROOT / "scripts" / "redis.sh"
 # The topology, as the compose file describes it (tests/unit/test_compose.py ties the two).
@@ -50,7 +54,7 @@ TOPOLOGY = {
     "FLINK_SLOTS": "4",
 }
 # Away from make up's 8080/8081, so both can run; the first free port from these when taken.
-DEFAULT_PORTS = {"airflow": 8180, "flink": 8181, "flink_rpc": 6223}
+DEFAULT_PORTS = {"airflow": 8180, "flink": 8181, "flink_rpc": 6223, "kafka": 29192}
 
 
 def cluster_dir() -> Path:
@@ -60,11 +64,12 @@ def cluster_dir() -> Path:
 def ports(folder: Path) -> dict[str, int]:
     """The ports of this cluster: chosen at the first ``up`` and kept, so a second ``up`` finds the same."""
     state = folder / "cluster.json"
-    if state.is_file():
-        return json.loads(state.read_text())
-    chosen = {name: free_port(port) for name, port in DEFAULT_PORTS.items()}
-    folder.mkdir(parents=True, exist_ok=True)
-    state.write_text(json.dumps(chosen) + "\n")
+    kept = json.loads(state.read_text()) if state.is_file() else {}
+    # A service that joined since the first up (the broker) gets its port now, kept from then on.
+    chosen = {name: kept.get(name) or free_port(port) for name, port in DEFAULT_PORTS.items()}
+    if chosen != kept:
+        folder.mkdir(parents=True, exist_ok=True)
+        state.write_text(json.dumps(chosen) + "\n")
     return chosen
 
 
@@ -78,6 +83,7 @@ def stack() -> Stack:
     }
     s = Stack(folder, chosen["flink"], chosen["airflow"], env)
     s.env["FLINK_RPC_PORT"] = str(chosen["flink_rpc"])
+    s.env["KAFKA_PORT"] = str(chosen["kafka"])
     return s
 
 
@@ -95,12 +101,14 @@ def up(_: argparse.Namespace) -> int:
     s.flink_up()
     subprocess.run([str(FLINK_SH), "start-missing"], cwd=ROOT, env=s.env, check=True, text=True)
     submit_testjob(s)
+    client_config = s.kafka_up()
     s.spark_up(cluster=True)
     s.airflow_up()  # PostgreSQL and Redis first, by scripts/airflow.sh
     log(
         f"cluster up in {time.monotonic() - t0:.1f} s: Airflow {s.airflow_url} (CeleryExecutor, 2 workers; user admin, "
         f"password in {s.folder / 'airflow' / 'admin-password'}), Flink {s.flink_url} (2 TaskManagers), "
-        f"Spark {s.env['AIRFLOW_CONN_SPARK_DS2']} (2 workers); make cluster-status, make cluster-down"
+        f"Spark {s.env['AIRFLOW_CONN_SPARK_DS2']} (2 workers), Kafka on 127.0.0.1:{s.env['KAFKA_PORT']} (client config "
+        f"{client_config}); make cluster-status, make cluster-down"
     )
     return 0
 
@@ -118,7 +126,8 @@ def submit_testjob(s: Stack) -> None:
 
 
 # Each service's script, in the order status reports them and the reverse of the order down stops them.
-SERVICES = {"postgres": POSTGRES_SH, "redis": REDIS_SH, "airflow": AIRFLOW_SH, "spark": SPARK_SH, "flink": FLINK_SH}
+SERVICES = {"postgres": POSTGRES_SH, "redis": REDIS_SH, "airflow": AIRFLOW_SH, "spark": SPARK_SH, "flink": FLINK_SH,
+            "kafka": KAFKA_SH}  # fmt: skip
 
 
 def status(_: argparse.Namespace) -> int:

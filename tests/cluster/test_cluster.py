@@ -126,6 +126,7 @@ def test_the_cluster_mode_end_to_end_with_faults(cluster):
     assert re.fullmatch(r"redis://:\w+@127\.0\.0\.1:\d+/0", instance["AIRFLOW__CELERY__BROKER_URL"])
     status = status_ok(cluster)
     assert "celery-worker-1" in status and "celery-worker-2" in status and "workers: 2 running" in status
+    assert "kafka: running on" in status, status  # the broker of the cluster, as the compose file's kafka service
     originals = {"auto": submit(cluster, "auto", 30000), "gated": submit(cluster, "gated", 10000)}
 
     # 1. auto's rescale; the Celery worker running it is killed with everything it forked.

@@ -31,7 +31,7 @@ AIRFLOW_WORKERS = ("airflow-worker-1", "airflow-worker-2")
 SPARK_WORKERS = ("spark-worker-1", "spark-worker-2")
 TASKMANAGERS = ("flink-taskmanager-1", "flink-taskmanager-2")
 SERVICES = ("postgres", "redis", *AIRFLOW_SERVICES, "spark-master", *SPARK_WORKERS, "spark-connect", "flink-jobmanager",
-            *TASKMANAGERS)  # fmt: skip
+            *TASKMANAGERS, "kafka-jars", "kafka")  # fmt: skip
 CELERY_ENV = ROOT / "conf" / "airflow" / "celery.env"
 DATA_DIR = "/opt/ds2/data"
 PLACEHOLDER = "change-me"
@@ -503,3 +503,25 @@ def test_the_local_cluster_mode_runs_what_the_compose_file_describes(services):
     assert not redis.get("ports"), "the broker is reachable inside the compose network only"
     for name in AIRFLOW_SERVICES[1:]:
         assert services[name]["depends_on"]["redis"] == {"condition": "service_healthy"}, name
+
+
+def test_kafka_runs_from_the_pom_scripts_kafka_sh_resolves_and_flink_gets_its_connector(services):
+    """The broker and the connector come from conf/kafka/pom.xml, as on a machine; the broker runs
+    conf/kafka/server.properties with a password from .env; every Flink process has the connector in lib/."""
+    kafka_sh = (ROOT / "scripts" / "kafka.sh").read_text()
+    connector = re.search(r"^CONNECTOR=(\S+)$", kafka_sh, re.M).group(1)
+    assert f"CONNECTOR={connector}" in (ROOT / "deploy" / "kafka-jars.sh").read_text()
+    version = re.search(r"^KAFKA_VERSION=(\S+)$", kafka_sh, re.M).group(1)
+    assert f"<version>{version}</version>" in (ROOT / "conf" / "kafka" / "pom.xml").read_text()
+    for name in ("kafka-jars", "kafka"):
+        image, tag = image_of(services[name])
+        assert image == "maven" and tag.endswith("-eclipse-temurin-17"), f"{name}: Java 17 like the machines"
+        assert ("./conf/kafka", "/opt/ds2/conf/kafka") in mounts(services[name])
+    broker = services["kafka"]
+    assert broker["environment"]["KAFKA_PASSWORD"].startswith("${KAFKA_PASSWORD:?")
+    assert mount_of(broker, "/opt/kafka-libs") == ("kafka-libs", "/opt/kafka-libs")
+    assert mount_of(broker, f"{DATA_DIR}/kafka/client.properties") == ("ds2-data", DATA_DIR)  # the Airflow side reads it
+    assert "ports" not in broker and broker["expose"] == ["9092"]  # inside the compose network only
+    for name in ("flink-jobmanager", *TASKMANAGERS):
+        assert mount_of(services[name], "/opt/flink/lib/kafka") == ("flink-kafka-connector", "/opt/flink/lib/kafka")
+    assert services["flink-jobmanager"]["depends_on"]["kafka-jars"]["condition"] == "service_completed_successfully"
