@@ -12,9 +12,12 @@ Per run, from the store:
 - **rescales**: actions that succeeded;
 - **lag**: the sources' ``pendingRecords`` summed, per measured epoch (median and max);
 - **instance-seconds over the measured need**: the run's instances x interval over its measured epochs,
-  against the instances each of those epochs needed: per operator, its input that epoch over its capacity
-  per instance, rounded up, where the capacity is the median of what the run measured (true processing
-  rate per instance, DS2's model).
+  against the instances each of those epochs needed: per operator, its input that epoch (a source: its
+  arrival) over its capacity per instance, rounded up, where the capacity is the median of what the run
+  measured (true processing rate per instance, DS2's model; a source's: what it took in per busy second).
+  An operator whose capacity the run never measured needs 1.
+
+``--rejudge`` recomputes the table from the runs' stores (data/espa/) without running anything.
 
     .venv/bin/python benchmarks/bench_nexmark_espa.py --queries q5 --patterns cosine --kinds ds2_plus utilization ds2
 """
@@ -126,9 +129,10 @@ def judge(store: Path, query: str, pattern: str, kind: str, a: argparse.Namespac
     by_epoch: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_epoch[r["epoch"]].append(r)
+    # Per operator, sources too: what an instance takes in per busy second (a source: in its arrival's units).
     capacity: dict[str, list[float]] = defaultdict(list)
     for r in rows:
-        if not r["warmup"] and not r["is_source"] and r["true_processing_rate"] > 0:
+        if not r["warmup"] and r["true_processing_rate"] > 0:
             capacity[r["operator_name"]].append(r["true_processing_rate"])
     per_instance = {op: statistics.median(v) for op, v in capacity.items()}
     used = needed = 0.0
@@ -139,14 +143,36 @@ def judge(store: Path, query: str, pattern: str, kind: str, a: argparse.Namespac
             continue  # a restart's window: no rates to size a need by, so neither side counts it
         used += sum(r["parallelism"] for r in ops.values()) * a.interval
         lags.append(sum(r["pending_records"] or 0 for r in epoch_rows if r["is_source"]))
-        for op, r in ops.items():
-            inputs = sum(x["records_in"] for x in epoch_rows if x["operator_name"] == op) / a.interval
-            need = 1 if r["is_source"] or op not in per_instance else max(1, math.ceil(inputs / per_instance[op]))
+        for op in ops:
+            # What it took in per wall second (a source: its arrival, which it must take in to keep up).
+            key = "true_output_rate" if ops[op]["is_source"] else "observed_processing_rate"
+            inputs = sum(x[key] for x in epoch_rows if x["operator_name"] == op)
+            need = max(1, math.ceil(inputs / per_instance[op] - 1e-9)) if op in per_instance else 1
             needed += need * a.interval
     return {"query": query, "pattern": pattern, "kind": kind, "epochs": len(by_epoch),
             "rescales": sum(1 for x in actions if x["outcome"] == "succeeded"),
             "lag_median": statistics.median(lags) if lags else None, "lag_max": max(lags) if lags else None,
             "instance_s": used, "need_s": needed, "over_need": used / needed if needed else None}  # fmt: skip
+
+
+def rejudge(a: argparse.Namespace) -> int:
+    """The stored results judged again from each run's store, with the settings and epochs they were run with."""
+    stored = json.loads((RESULTS / "nexmark-espa.json").read_text())
+    settings = stored["settings"]
+    run = argparse.Namespace(**{**vars(a), **settings})
+    results = []
+    for r in stored["results"]:
+        folder = ROOT / "data" / "espa" / f"{r['query']}-{r['pattern']}-{r['kind']}"
+        if not (folder / "store").is_dir():
+            raise SystemExit(f"{folder}: no store of the run {r['query']} {r['pattern']} {r['kind']}")
+        # The run's epochs: from its job's start date (its first measured epoch) over the run's duration.
+        entry = yaml.safe_load((folder / "jobs.yaml").read_text())["jobs"][0]
+        start = datetime.fromisoformat(str(entry["start_date"])).timestamp()
+        epochs = range(int(start // run.interval), int((start + run.duration) // run.interval))
+        results.append(judge(folder / "store", r["query"], r["pattern"], r["kind"], run, epochs))
+    write_results("nexmark-espa", {**stored, "results": results}, markdown(results, stored["conditions"], settings))
+    print((RESULTS / "nexmark-espa.md").read_text())
+    return 0
 
 
 def _count(value: float | None) -> str:
@@ -181,7 +207,10 @@ def main() -> int:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--max-parallelism", type=int, default=4)
     p.add_argument("--append", action="store_true", help="add to the stored results")
+    p.add_argument("--rejudge", action="store_true", help="recompute the stored results from the runs' stores")
     a = p.parse_args()
+    if a.rejudge:
+        return rejudge(a)
     conditions = machine()
     results = json.loads((RESULTS / "nexmark-espa.json").read_text())["results"] if a.append else []
     for query in a.queries:

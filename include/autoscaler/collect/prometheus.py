@@ -9,7 +9,8 @@ they were at any instant (an instant query at that time: the newest sample at or
 
 The counters are the REST path's (:class:`autoscaler.flink.models.SubtaskCounters`), from the
 reporter's task metrics (``numRecordsIn``/``Out``, ``accumulateBusyTimeMs``/``IdleTimeMs``/
-``BackPressuredTimeMs``) and the sources' FLIP-33 ``pendingRecords``; the window's rows come from
+``BackPressuredTimeMs``), the sources' FLIP-33 ``pendingRecords`` with their operator's own
+``numRecordsOut``, and the partitions a Kafka source vertex reads; the window's rows come from
 the same :func:`autoscaler.collect.snapshot.window_metrics`. What the reporter does not carry (the
 operators' names as Flink shows them, the job graph's edges, max parallelism) comes from a snapshot
 or topology the REST path stored. The snapshot's time is its samples' scrape time, so the window is
@@ -45,6 +46,10 @@ COUNTERS = {  # SubtaskCounters field -> the reporter's metric
     "backpressured_ms": TASK + "accumulateBackPressuredTimeMs",
 }
 PENDING = TASK + "operator_pendingRecords"
+# A source operator's own records out (a chained source: its task's numRecordsOut is the chain's last operator's).
+OPERATOR_OUT = TASK + "operator_numRecordsOut"
+# The Kafka source's per-partition metric: the reporter turns its key-value groups into labels topic and partition.
+KAFKA_SPLIT = TASK + "operator_KafkaSourceReader_topic_partition_currentOffset"
 # The reporter writes label values with every character but letters, digits, ':' and '_' as '_'.
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9:_]")
 
@@ -106,11 +111,21 @@ def snapshot_at(reader: PrometheusReader, job_name: str, at: datetime, graph: Sn
         newest[job_id] = max(newest.get(job_id, 0.0), float(s["value"][1]))
     job_id = max(newest, key=lambda j: newest[j])
     by_subtask: dict[tuple[str, int], dict[str, float]] = {}
+    this_job = f'{{job_name="{label_value(job_name)}",job_id="{job_id}"}}'
+    source_operator: dict[tuple[str, int], str] = {}  # the operator that reports pendingRecords, per source subtask
     for field, metric in [*COUNTERS.items(), ("pending_records", PENDING)]:
-        for s in reader.instant(f'{metric}{{job_name="{label_value(job_name)}",job_id="{job_id}"}}', at):
+        for s in reader.instant(metric + this_job, at):
             key = (s["metric"]["task_id"], int(s["metric"]["subtask_index"]))
             by_subtask.setdefault(key, {})[field] = float(s["value"][1])
-    counters = tuple(_counters(vertex, subtask, v) for (vertex, subtask), v in sorted(by_subtask.items()))
+            if field == "pending_records":
+                source_operator[key] = s["metric"].get("operator_name", "")
+    for s in reader.instant(OPERATOR_OUT + this_job, at) if source_operator else ():
+        key = (s["metric"]["task_id"], int(s["metric"]["subtask_index"]))
+        if key in by_subtask and s["metric"].get("operator_name") == source_operator.get(key):
+            by_subtask[key]["source_records_out"] = float(s["value"][1])
+    per_split = f"count by (task_id, topic, partition) ({KAFKA_SPLIT}{this_job})"
+    splits = {s["metric"]["task_id"]: int(float(s["value"][1])) for s in reader.instant(f"count by (task_id) ({per_split})", at)}
+    counters = tuple(_counters(vertex, subtask, v, splits.get(vertex)) for (vertex, subtask), v in sorted(by_subtask.items()))
     parallelism: dict[str, int] = {}
     for c in counters:
         parallelism[c.vertex_id] = parallelism.get(c.vertex_id, 0) + 1
@@ -124,7 +139,8 @@ def snapshot_at(reader: PrometheusReader, job_name: str, at: datetime, graph: Sn
     )
 
 
-def _counters(vertex: str, subtask: int, v: dict[str, float]) -> SubtaskCounters:
+def _counters(vertex: str, subtask: int, v: dict[str, float], splits: int | None) -> SubtaskCounters:
+    own = v.get("source_records_out")
     return SubtaskCounters(
         vertex_id=vertex,
         subtask=subtask,
@@ -135,6 +151,8 @@ def _counters(vertex: str, subtask: int, v: dict[str, float]) -> SubtaskCounters
         backpressured_ms=v.get("backpressured_ms", 0.0),
         status="RUNNING",
         pending_records=v.get("pending_records"),
+        source_records_out=int(own) if own is not None else None,
+        source_splits=splits,
     )
 
 
