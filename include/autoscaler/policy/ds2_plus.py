@@ -36,7 +36,7 @@ Scale-downs, never while a source owes more than ``drained_lag`` of its input:
   size with no rescale and the job's rises are its own (not the prior's), to the size a change needs.
 
 Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`). A source the
-deployment can move (:func:`autoscaler.policy.base.source_kept`) is sized as any operator, for its own
+job lets move (:func:`autoscaler.policy.base.source_kept`) is sized as any operator, for its own
 steady arrival and backlog, within the splits it reads.
 """
 

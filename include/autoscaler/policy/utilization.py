@@ -22,7 +22,7 @@ with its defaults:
 - acting: only when an operator that changes *after* that deferral is outside the band (Flink's
   check over the deferred targets).
 
-A source the deployment can move (:func:`autoscaler.policy.base.source_kept`) is sized as any operator,
+A source the job lets move (:func:`autoscaler.policy.base.source_kept`) is sized as any operator,
 as Flink sizes it: its input is its arrival, its capacity what it took in over its busiest instance's busy
 fraction, capped at the splits it reads.
 """
@@ -182,12 +182,14 @@ def evaluate_epoch(
         elif not act:
             why += "; within the utilization band" if not s.outside else ""
         per_instance = s.capacity / w.parallelism if s.capacity > 0 else None
+        arrival = None
         if topology.operators[op].is_source:
-            rate, basis = source_arrival(w, source_rates.get(op))
-            why = f"source: arrival {rate:,.1f} r/s ({basis}); {why}"
+            arrival, basis = source_arrival(w, source_rates.get(op))
+            why = f"source: arrival {arrival:,.1f} r/s ({basis}); {why}"
         decisions.append(
             replace(
                 keep(topology, windows, op, why + verdict(w.parallelism, target)),
+                true_output_rate=w.true_output_rate if arrival is None else arrival,
                 capacity_per_instance=per_instance,
                 target_input_rate=s.input_rate + s.lag_rate,
                 optimal_parallelism=s.target / per_instance if per_instance else None,
