@@ -33,7 +33,12 @@ CONF=$DATA/server.properties
 
 umask 077
 mkdir -p "$DATA"
-[ -s "$DATA/cluster-id" ] || head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$DATA/cluster-id"
+# A KRaft cluster id: 16 random bytes, base64url, never starting with '-' (the format tool would read an option).
+if [ ! -f "$DATA/logs/meta.properties" ] && ! grep -q '^[^-]' "$DATA/cluster-id" 2>/dev/null; then
+  id=-
+  while [[ $id == -* ]]; do id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); done
+  echo "$id" >"$DATA/cluster-id"
+fi
 {
   echo "# deploy/kafka-broker.sh: conf/kafka/server.properties and this broker's settings (owner-only: a login)"
   cat "$CONF_DIR/server.properties"

@@ -149,6 +149,13 @@ write_confs() {
 
 our_pid() { live_pid "$PID_FILE"; }
 
+# A KRaft cluster id: 16 random bytes, base64url without padding, never starting with '-'.
+new_cluster_id() {
+  local id=-
+  while [[ $id == -* ]]; do id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); done
+  echo "$id"
+}
+
 # A SCRAM client lists the broker's topics (autoscaler.kafka: the password is read from the client config).
 answers() {
   "$PYTHON" -m autoscaler.kafka probe --client-config "$CLIENT" --timeout 3 >/dev/null 2>&1
@@ -186,7 +193,10 @@ cmd_up() {
     rm -f "$PID_FILE"
   fi
   [ -n "$PASSWORD" ] || PASSWORD=$(random_secret 32)
-  [ -n "$CLUSTER_ID" ] || CLUSTER_ID=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+  # An id not yet formatted with is made again if it starts with '-': the format tool reads it as an option
+  # (Kafka's own random ids never start with one, for that reason). Seen: 1 install in 64.
+  if [ ! -f "$LOG_DIRS/meta.properties" ] && [[ ${CLUSTER_ID:0:1} == - ]]; then CLUSTER_ID=; fi
+  [ -n "$CLUSTER_ID" ] || CLUSTER_ID=$(new_cluster_id)
   if [ -n "${KAFKA_PORT:-}" ]; then
     port_taken "$KAFKA_PORT" && die "port $KAFKA_PORT (KAFKA_PORT) is taken by something else: choose another"
     RECORDED_PORT=$KAFKA_PORT
