@@ -165,3 +165,14 @@ def test_a_sources_splits_are_counted_from_its_per_partition_metrics():
               f"{prefix}.topic.other.partition.0.currentOffset"]  # fmt: skip
     assert source_splits(names) == 4  # three of a dotted topic, one of another
     assert source_splits(["Source__Source.pendingRecords"]) is None
+
+
+def test_a_legacy_source_whose_busy_time_is_nan_has_no_capacity_not_a_nan_rate():
+    def legacy(at: float, out: int) -> Snapshot:
+        source = SubtaskCounters(SRC, 0, 0, out, float("nan"), 0.0, 0.0, "RUNNING")
+        return Snapshot(
+            "job", "c" * 32, T0 + timedelta(seconds=at), (VertexInfo(SRC, "Source", 1, 128, "RUNNING"),), (), (source,)
+        )
+
+    row = window_metrics(legacy(10, 1_000), legacy(20, 2_000), "j", 3).to_pylist()[0]
+    assert row["true_processing_rate"] == 0.0 and row["observed_processing_rate"] == 0.0

@@ -304,8 +304,9 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, 
             true_out, basis = arrival_rate(c, o, d_out, d_bp, window_s, terminal)
             # What it took in, in its arrival's units (see arrival_rate): a source's "records in".
             # With no busy time reported its capacity is unknown: both its processing rates are 0.
+            # (A legacy source reports its busy time as NaN: that is no busy time either.)
             taken = taken_in(c, o, d_out, terminal) if d_busy > 0 else 0.0
-            true_in = taken / busy_s
+            true_in = taken / busy_s if taken else 0.0
         else:
             taken = d_in
             true_in, true_out = d_in / busy_s, d_out / busy_s
