@@ -28,45 +28,30 @@ HEAP=${KAFKA_HEAP:-512m}
 [[ $PORT =~ ^[0-9]+$ && $CONTROLLER_PORT =~ ^[0-9]+$ ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must be numbers"
 [[ $HEAP =~ ^[0-9]+[mg]$ ]] || die "KAFKA_HEAP must look like 512m or 1g, got '$HEAP'"
 compgen -G "$LIBS/kafka_*.jar" >/dev/null || die "no broker jars in $LIBS: the kafka-jars service resolves them"
+[ -f "$CONF_DIR/broker.sh" ] || die "no $CONF_DIR/broker.sh: conf/kafka/ is mounted there"
+# shellcheck source=conf/kafka/broker.sh
+source "$CONF_DIR/broker.sh"
 USER_NAME=ds2
 CONF=$DATA/server.properties
 
 umask 077
 mkdir -p "$DATA"
-# A KRaft cluster id: 16 random bytes, base64url, never starting with '-' (the format tool would read an option).
 if [ ! -f "$DATA/logs/meta.properties" ] && ! grep -q '^[^-]' "$DATA/cluster-id" 2>/dev/null; then
-  id=-
-  while [[ $id == -* ]]; do id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); done
-  echo "$id" >"$DATA/cluster-id"
+  kafka_new_cluster_id >"$DATA/cluster-id"
 fi
-{
-  echo "# deploy/kafka-broker.sh: conf/kafka/server.properties and this broker's settings (owner-only: a login)"
-  cat "$CONF_DIR/server.properties"
-  echo "node.id=1"
-  echo "controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT"
-  echo "listeners=SASL_PLAINTEXT://0.0.0.0:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
-  echo "advertised.listeners=SASL_PLAINTEXT://$HOST:$PORT"
-  echo "log.dirs=$DATA/logs"
-  echo "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$USER_NAME\" password=\"$PASSWORD\";"
-} >"$CONF"
+kafka_server_properties "deploy/kafka-broker.sh: conf/kafka/server.properties and this broker's settings (owner-only: a login)" \
+  "$CONF_DIR/server.properties" 0.0.0.0 "$HOST" "$PORT" "$CONTROLLER_PORT" "$DATA/logs" "$USER_NAME" "$PASSWORD" >"$CONF"
 mkdir -p "$(dirname "$CLIENT")"
 [ -z "${CLIENT_UID:-}" ] || chown "$CLIENT_UID" "$(dirname "$CLIENT")"
-{
-  echo "# deploy/kafka-broker.sh: how a client logs in to the kafka service (librdkafka's names; owner-only)"
-  echo "bootstrap.servers=$HOST:$PORT"
-  echo "security.protocol=SASL_PLAINTEXT"
-  echo "sasl.mechanism=SCRAM-SHA-256"
-  echo "sasl.username=$USER_NAME"
-  echo "sasl.password=$PASSWORD"
-} >"$CLIENT.tmp"
+kafka_client_properties "deploy/kafka-broker.sh: how a client logs in to the kafka service (librdkafka's names; owner-only)" \
+  "$HOST" "$PORT" "$USER_NAME" "$PASSWORD" >"$CLIENT.tmp"
 [ -z "${CLIENT_UID:-}" ] || chown "$CLIENT_UID" "$CLIENT.tmp"
 mv "$CLIENT.tmp" "$CLIENT"
 
 JVM=(-Xms"$HEAP" -Xmx"$HEAP" -Djava.awt.headless=true "-Dlog4j2.configurationFile=$CONF_DIR/log4j2.properties" -cp "$LIBS/*")
 if [ ! -f "$DATA/logs/meta.properties" ]; then
   ARGS=$DATA/.format-args
-  printf 'kafka.tools.StorageTool\nformat\n-t\n%s\n-c\n"%s"\n--add-scram\n"SCRAM-SHA-256=[name=%s,password=%s]"\n--ignore-formatted\n' \
-    "$(cat "$DATA/cluster-id")" "$CONF" "$USER_NAME" "$PASSWORD" >"$ARGS"
+  kafka_format_args "$(cat "$DATA/cluster-id")" "$CONF" "$USER_NAME" "$PASSWORD" >"$ARGS"
   java "${JVM[@]}" "@$ARGS" || { rm -f "$ARGS"; die "formatting the storage in $DATA/logs failed"; }
   rm -f "$ARGS"
 fi

@@ -26,6 +26,8 @@ set -euo pipefail
 SCRIPT_NAME=kafka.sh
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=conf/kafka/broker.sh
+source "$ROOT/conf/kafka/broker.sh"
 
 KAFKA_VERSION=4.4.0
 FLINK_HOME=$ROOT/build/flink-2.3.0
@@ -124,37 +126,17 @@ write_state() {
 write_confs() {
   (
     umask 077
-    {
-      echo "# scripts/kafka.sh: this instance (owner-only: it holds the inter-broker login)"
-      cat "$ROOT/conf/kafka/server.properties"
-      echo "node.id=1"
-      echo "controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT"
-      echo "listeners=SASL_PLAINTEXT://127.0.0.1:$RECORDED_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
-      echo "advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$RECORDED_PORT"
-      echo "log.dirs=$LOG_DIRS"
-      echo "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$USER_NAME\" password=\"$PASSWORD\";"
-    } >"$CONF.tmp"
-    {
-      echo "# scripts/kafka.sh: how a client logs in to this broker (librdkafka's names; owner-only)"
-      echo "bootstrap.servers=127.0.0.1:$RECORDED_PORT"
-      echo "security.protocol=SASL_PLAINTEXT"
-      echo "sasl.mechanism=SCRAM-SHA-256"
-      echo "sasl.username=$USER_NAME"
-      echo "sasl.password=$PASSWORD"
-    } >"$CLIENT.tmp"
+    kafka_server_properties "scripts/kafka.sh: this instance (owner-only: it holds the inter-broker login)" \
+      "$ROOT/conf/kafka/server.properties" 127.0.0.1 127.0.0.1 "$RECORDED_PORT" "$CONTROLLER_PORT" "$LOG_DIRS" \
+      "$USER_NAME" "$PASSWORD" >"$CONF.tmp"
+    kafka_client_properties "scripts/kafka.sh: how a client logs in to this broker (librdkafka's names; owner-only)" \
+      127.0.0.1 "$RECORDED_PORT" "$USER_NAME" "$PASSWORD" >"$CLIENT.tmp"
   )
   mv "$CONF.tmp" "$CONF"
   mv "$CLIENT.tmp" "$CLIENT"
 }
 
 our_pid() { live_pid "$PID_FILE"; }
-
-# A KRaft cluster id: 16 random bytes, base64url without padding, never starting with '-'.
-new_cluster_id() {
-  local id=-
-  while [[ $id == -* ]]; do id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); done
-  echo "$id"
-}
 
 # A SCRAM client lists the broker's topics (autoscaler.kafka: the password is read from the client config).
 answers() {
@@ -196,7 +178,7 @@ cmd_up() {
   # An id not yet formatted with is made again if it starts with '-': the format tool reads it as an option
   # (Kafka's own random ids never start with one, for that reason). Seen: 1 install in 64.
   if [ ! -f "$LOG_DIRS/meta.properties" ] && [[ ${CLUSTER_ID:0:1} == - ]]; then CLUSTER_ID=; fi
-  [ -n "$CLUSTER_ID" ] || CLUSTER_ID=$(new_cluster_id)
+  [ -n "$CLUSTER_ID" ] || CLUSTER_ID=$(kafka_new_cluster_id)
   if [ -n "${KAFKA_PORT:-}" ]; then
     port_taken "$KAFKA_PORT" && die "port $KAFKA_PORT (KAFKA_PORT) is taken by something else: choose another"
     RECORDED_PORT=$KAFKA_PORT
@@ -211,13 +193,11 @@ cmd_up() {
   local -a jvm=(-Xms"$HEAP" -Xmx"$HEAP" -Djava.awt.headless=true
     "-Dlog4j2.configurationFile=$ROOT/conf/kafka/log4j2.properties" -cp "$(classpath)")
   if [ ! -f "$LOG_DIRS/meta.properties" ]; then
-    # Format once, with the SCRAM user the listener accepts (KRaft keeps it in the metadata log). The
-    # password reaches the tool through a java @argument file (owner-only, removed after), never a command line.
+    # Format once (kafka_format_args: the login goes through an owner-only file, removed after).
     local scram=$DATA_DIR/.format-args
     (
       umask 077
-      printf 'kafka.tools.StorageTool\nformat\n-t\n%s\n-c\n"%s"\n--add-scram\n"SCRAM-SHA-256=[name=%s,password=%s]"\n--ignore-formatted\n' \
-        "$CLUSTER_ID" "$CONF" "$USER_NAME" "$PASSWORD" >"$scram"
+      kafka_format_args "$CLUSTER_ID" "$CONF" "$USER_NAME" "$PASSWORD" >"$scram"
     )
     "$java" "${jvm[@]}" "@$scram" >>"$LOG" 2>&1 || {
       rm -f "$scram"

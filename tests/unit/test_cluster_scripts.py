@@ -42,8 +42,7 @@ def test_redis_status_of_a_data_dir_never_started(tmp_path):
 
 def test_a_kafka_cluster_id_never_starts_with_a_dash():
     """kafka-storage format reads an id starting with '-' as an option (seen: 1 install in 64 failed to format)."""
-    script = (ROOT / "scripts" / "kafka.sh").read_text()
-    function = script[script.index("new_cluster_id() {") : script.index("\n}\n", script.index("new_cluster_id() {")) + 3]
-    ids = subprocess.run(["bash", "-c", function + "for _ in $(seq 400); do new_cluster_id; done"], capture_output=True,
-                         text=True, check=True).stdout.split()  # fmt: skip
+    library = ROOT / "conf" / "kafka" / "broker.sh"  # what scripts/kafka.sh and deploy/kafka-broker.sh both source
+    ids = subprocess.run(["bash", "-c", 'source "$1"; for _ in $(seq 400); do kafka_new_cluster_id; done', "-", str(library)],
+                         capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert len(ids) == 400 and all(len(i) == 22 and not i.startswith("-") for i in ids), [i for i in ids if i.startswith("-")]

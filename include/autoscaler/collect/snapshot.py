@@ -245,9 +245,9 @@ def arrival_rate(
     if c.target_rate is not None:
         return c.target_rate, BASIS_ORACLE
     if o is not None and c.pending_records is not None and o.pending_records is not None:
-        own = c.source_records_out is not None and o.source_records_out is not None
-        d_read = c.source_records_out - o.source_records_out if own else d_out  # type: ignore[operator]
-        chain = d_out / d_read if own and d_read > 0 and not terminal else 1.0
+        own = source_emitted(c, o)
+        d_read = own if own is not None else d_out
+        chain = d_out / d_read if own is not None and d_read > 0 and not terminal else 1.0
         return max(0.0, (d_read + c.pending_records - o.pending_records) / window_s) * chain, BASIS_LAG
     unblocked_s = window_s - d_bp_ms / 1000.0
     if unblocked_s > 0.05 * window_s:
@@ -255,12 +255,18 @@ def arrival_rate(
     return d_out / window_s, BASIS_EMITTED
 
 
+def source_emitted(c: SubtaskCounters, o: SubtaskCounters | None) -> float | None:
+    """What the source operator itself emitted over the window (its own ``numRecordsOut``), None when unknown."""
+    if o is None or c.source_records_out is None or o.source_records_out is None:
+        return None
+    return float(c.source_records_out - o.source_records_out)
+
+
 def taken_in(c: SubtaskCounters, o: SubtaskCounters | None, d_out: float, terminal: bool) -> float:
     """What one source subtask took in over a window, in its arrival's units: what its task put out, or, for a
     chain that ends in a sink (it puts out nothing), what the source operator itself emitted."""
-    if terminal and o is not None and c.source_records_out is not None and o.source_records_out is not None:
-        return float(c.source_records_out - o.source_records_out)
-    return d_out
+    own = source_emitted(c, o) if terminal else None
+    return own if own is not None else d_out
 
 
 def useful_parallelism(key_groups: int, splits: int | None) -> int | None:
