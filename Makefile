@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
-.PHONY: setup demo demo-ui offline test test-faults test-kafka test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
+.PHONY: setup demo demo-ui offline test test-faults test-kafka test-install test-py313 wheel test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
 	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status cluster-up cluster-status cluster-down cluster-test
 
@@ -31,7 +31,7 @@ down:
 ## Everything CI runs: lint, unit tests, Spark tests.
 test: setup
 	$(VENV)/bin/ruff check .
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long and not install"
 
 ## Fault injection on real Flink and Airflow: processes killed by pid mid-rescale (~6 min).
 test-faults: setup
@@ -40,6 +40,19 @@ test-faults: setup
 ## The longer Kafka suite: the broker killed and restarted, a source with fewer partitions than readers, Nexmark.
 test-kafka: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m kafka_long
+
+## The provider as a user installs it: the wheel into a fresh venv with stock Airflow, its plugins on a real
+## api-server, a five-line DAG file rescaling a real Flink job (~4 min).
+test-install: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m install
+
+## The unit suite on Python 3.13 (scripts/test-python.sh; its own .venv-3.13), beside make test's 3.11.
+test-py313: setup
+	scripts/test-python.sh 3.13
+
+## The provider's wheel into dist/ (scripts/build-wheel.sh).
+wheel: setup
+	scripts/build-wheel.sh
 
 test-lab: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m lab

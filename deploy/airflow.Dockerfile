@@ -3,8 +3,8 @@
 #   - a Java 17 runtime from Debian: the DS2 policy is submitted with spark-submit from the scheduler
 #     (LocalExecutor runs tasks there), and the Spark driver is a JVM; with openssl, its keytool makes
 #     Flink's REST TLS material (deploy/flink-tls.sh, run by ds2-volumes-init);
-#   - the project's exact pins (requirements.txt: Airflow 3.3.2 itself, the Spark provider, pyspark
-#     4.2.0, Great Expectations, ...) and the PostgreSQL drivers (deploy/requirements-postgres.txt);
+#   - the provider's runtime dependencies with its celery and postgres extras, at the exact versions of
+#     requirements.txt (Airflow 3.3.2 itself, the Spark provider, pyspark 4.2.0, Great Expectations, ...);
 #   - the project itself, installed editable from /opt/ds2 (packages in include/ and plugins/), so the
 #     compose file's bind mounts of include/, plugins/, dags/, ... replace the copied code live.
 # Build context: the repository root (deploy/airflow.Dockerfile.dockerignore keeps .venv, data/ and
@@ -28,15 +28,15 @@ RUN mkdir -p /usr/share/man/man1 \
 ENV JAVA_HOME=/usr/lib/jvm/ds2-java
 
 USER airflow
-# Dependencies first (their layer survives code changes). requirements.txt pins apache-airflow==3.3.2,
-# the version already in the image; naming it again with AIRFLOW_VERSION (set by the base image) makes
-# pip keep it rather than resolve another.
-COPY --chown=airflow:0 requirements.txt /opt/ds2/
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" \
-        -r /opt/ds2/requirements.txt
+# Dependencies first (their layer survives code changes): the provider's runtime dependencies and its celery
+# and postgres extras from pyproject.toml, at requirements.txt's exact versions (deploy/install-deps.py; never
+# the dev extra). requirements.txt pins apache-airflow==3.3.2, the version already in the image.
+COPY --chown=airflow:0 requirements.txt pyproject.toml /opt/ds2/
+COPY --chown=airflow:0 deploy/install-deps.py /opt/ds2/deploy/install-deps.py
+RUN cd /opt/ds2 && python deploy/install-deps.py celery postgres
 
 # The project (--no-deps: everything it needs is pinned above).
-COPY --chown=airflow:0 pyproject.toml /opt/ds2/
+COPY --chown=airflow:0 README.md /opt/ds2/
 COPY --chown=airflow:0 include /opt/ds2/include
 COPY --chown=airflow:0 plugins /opt/ds2/plugins
 COPY --chown=airflow:0 dags /opt/ds2/dags

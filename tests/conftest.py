@@ -26,7 +26,8 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # The project's DAG folder, set before anything loads Airflow's settings: the DAG bundle manager
 # reads it once, and dag.test() serializes the DAGs from it.
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
-# The project's plugins, as every deployment sets them: the scaling DAGs' timetable is registered there.
+# The project's plugins folder, as every deployment sets it (airflow_local_settings.py); the ds2_airflow plugins
+# themselves come from the editable install's entry points (plugins/.airflowignore).
 os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(ROOT / "plugins"))
 
 

@@ -6,8 +6,8 @@ names and program arguments are written once. Built by ``flink-job/build.sh``.
 
 from __future__ import annotations
 
-from pathlib import Path
+from autoscaler.config import paths
 
-JAR = Path(__file__).resolve().parents[2] / "build" / "ds2-testjob.jar"
+JAR = paths.jar("ds2-testjob.jar")  # the checkout's build/, or the copy shipped in the package
 # Operator name -> the program argument that sets its parallelism (JobDeployment.parallelism_args).
 PARALLELISM_ARGS = {"Parse": "--parse-parallelism", "Count": "--count-parallelism", "Sink: Writer": "--sink-parallelism"}

@@ -12,6 +12,7 @@ import sys
 
 from autoscaler.config.jobs import load_jobs
 from autoscaler.errors import InputError
+from ds2_airflow.provider_config import export_to_environment
 
 
 def ensure_pools() -> list[str]:
@@ -30,6 +31,7 @@ def ensure_pools() -> list[str]:
 
 
 def main() -> None:
+    export_to_environment()
     try:
         pools = ensure_pools()
     except InputError as exc:

@@ -23,8 +23,9 @@ from typing import Any
 from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
 from autoscaler.config import options as opt
-from autoscaler.config.jobs import BOUNDARIES_DAG_ID, RECONCILE_DAG_ID, WHAT_IF_DAG_ID, JobConfig, config_path
+from autoscaler.config.jobs import BOUNDARIES_DAG_ID, RECONCILE_DAG_ID, WHAT_IF_DAG_ID, JobConfig, config_path, load_jobs_each
 from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.errors import InputError
 from ds2_airflow.fleet import fleet_dag, fleets
 from ds2_airflow.operators.approval import RescaleApprovalOperator
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
@@ -32,6 +33,7 @@ from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
 from ds2_airflow.operators.policy import DS2PolicyOperator, WhatIfPolicyOperator
 from ds2_airflow.operators.reconcile import ReconcileOperator
 from ds2_airflow.operators.rescale import FlinkRescaleOperator
+from ds2_airflow.provider_config import export_to_environment
 from ds2_airflow.runtime import epoch_for, journal_dir, store_root
 from ds2_airflow.scaling import decide_task, record_task, validate_epoch_task, what_if_compare_task
 from ds2_airflow.timetable import FleetMemberTimetable, LateRunsTimetable
@@ -275,3 +277,35 @@ def build_dags(jobs: list[JobConfig], only: str | None = None) -> dict[str, DAG]
     if only is not None and only in builders:
         builders = {only: builders[only]}
     return {dag_id: build() for dag_id, build in builders.items()}
+
+
+def autoscaler_dags(jobs_file: str | None = None) -> dict[str, DAG]:
+    """The DAGs of the registered jobs, for a DAG file's ``globals().update(autoscaler_dags())``.
+
+    ``jobs_file`` defaults to the ``[ds2_autoscaler] jobs_file`` setting (``autoscaler.config.paths``). A bad
+    entry costs only itself: it is left out here, and :func:`config_errors` reports it. A file that cannot be
+    read or parsed raises one line naming it, as the DAG file's import error. A task's process builds only
+    its own DAG (Airflow's parsing context), so its cost does not grow with the number of jobs.
+    """
+    from airflow.sdk import get_parsing_context
+
+    export_to_environment()
+    try:
+        jobs, _bad = load_jobs_each(jobs_file)
+    except InputError as exc:
+        raise InputError(exc.source, exc.problem, exc.line) from None  # without the config reader's frames
+    return build_dags(jobs, only=get_parsing_context().dag_id)
+
+
+def config_errors(jobs_file: str | None = None) -> None:
+    """Raise the jobs file's bad entries, one line each, as the calling DAG file's import error (shown under
+    "DAG Import Errors"); nothing when every entry is good, or when the file itself cannot be read (that is
+    :func:`autoscaler_dags`'s import error already)."""
+    export_to_environment()
+    try:
+        _jobs, bad = load_jobs_each(jobs_file)
+    except InputError:
+        return
+    if bad:
+        more = "".join(f"\n{e}" for e in bad[1:])
+        raise InputError(bad[0].source, bad[0].problem + more, bad[0].line) from None

@@ -18,6 +18,7 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
+from ds2_airflow.provider_config import export_to_environment
 from ds2_airflow.runtime import DOCS_URL_PREFIX, docs_dir
 
 
@@ -35,6 +36,7 @@ def docs_page(folder: Path, path: str) -> Path:
 
 
 def docs_app() -> FastAPI:
+    export_to_environment()
     folder = docs_dir()
     folder.mkdir(parents=True, exist_ok=True)
     app = FastAPI(title="DS2 validation Data Docs", dependencies=[Depends(requires_authenticated())])

@@ -1,16 +1,67 @@
-"""Provider metadata: registers the ``flink`` connection type so the UI shows its form."""
+"""Provider metadata (the ``apache_airflow_provider`` entry point), laid out as Airflow's own providers are:
+the ``flink`` connection type (its form in the UI), the hooks, operators, triggers and plugins, and the
+``[ds2_autoscaler]`` config section (``provider_config``). The plugins are registered through the
+``airflow.plugins`` entry point as well: Airflow reads a provider's plugin list only when
+``[core] lazy_discover_providers`` is off."""
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+from ds2_airflow.provider_config import config_section
+
+PACKAGE = "ds2-autoscaler"
+INTEGRATION = "Apache Flink (DS2 autoscaler)"
+
+
+def _version() -> str:
+    try:
+        return version(PACKAGE)
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0.0.0"
 
 
 def get_provider_info() -> dict[str, Any]:
     return {
-        "package-name": "ds2-autoscaler",
+        "package-name": PACKAGE,
         "name": "DS2 autoscaler for Apache Flink",
-        "description": "Flink REST hook, metric collection and rescale operators of the DS2 autoscaler.",
-        "versions": ["0.1.0"],
+        "description": "Autoscales Apache Flink jobs with the DS2 model: metrics from Flink's REST API or "
+        "Prometheus, validated with Great Expectations, a policy computed on Spark, rescales through Flink's "
+        "REST API, with approval gates, what-ifs and backfills.",
+        "versions": [_version()],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": "https://nightlies.apache.org/flink/flink-docs-stable/",
+                "tags": ["service"],
+            },
+        ],
+        "hooks": [
+            {"integration-name": INTEGRATION, "python-modules": ["ds2_airflow.hooks.flink", "ds2_airflow.hooks.prometheus"]}
+        ],
+        "operators": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "ds2_airflow.operators.collect",
+                    "ds2_airflow.operators.policy",
+                    "ds2_airflow.operators.rescale",
+                    "ds2_airflow.operators.approval",
+                    "ds2_airflow.operators.boundaries",
+                    "ds2_airflow.operators.reconcile",
+                ],
+            }
+        ],
+        "triggers": [
+            {"integration-name": INTEGRATION, "python-modules": ["ds2_airflow.triggers.flink", "ds2_airflow.triggers.boundaries"]}
+        ],
+        "plugins": [
+            {"name": "ds2_views", "plugin-class": "ds2_airflow.views_plugin.DS2ViewsPlugin"},
+            {"name": "ds2_validation_docs", "plugin-class": "ds2_airflow.docs_plugin.DS2DocsPlugin"},
+            {"name": "ds2_timetables", "plugin-class": "ds2_airflow.timetable_plugin.DS2TimetablePlugin"},
+        ],
+        "config": config_section(),
         "connection-types": [
             {
                 "hook-class-name": "ds2_airflow.hooks.flink.FlinkHook",

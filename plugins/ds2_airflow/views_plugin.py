@@ -35,6 +35,7 @@ from autoscaler.config.jobs import JobConfig, config_path, load_jobs
 from autoscaler.observe.views import fleet_view, job_alerts, job_view, recent_alerts
 from autoscaler.store.parquet import epoch_span
 from autoscaler.store.schemas import METRICS
+from ds2_airflow.provider_config import export_to_environment
 from ds2_airflow.runtime import DOCS_URL_PREFIX, data_dir, docs_dir, store_root
 
 PREFIX = "/ds2-views"
@@ -106,6 +107,7 @@ def _docs_href(page: str | None) -> str | None:
 
 
 def views_app() -> FastAPI:
+    export_to_environment()
     app = FastAPI(title="DS2 autoscaler views", dependencies=[Depends(requires_authenticated())])
     read_dag = [Depends(requires_access_dag("GET"))]
     Hours = Annotated[float | None, Query(gt=0, le=24 * 366)]

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from autoscaler.config.fields import parse_duration
-from autoscaler.config.jobs import DEFAULT_CONFIG, load_jobs, parse_jobs
+from autoscaler.config.jobs import load_jobs, parse_jobs
 from autoscaler.errors import InputError
+from tests.conftest import ROOT
 
 BASE = {
     "name": "wc",
@@ -27,7 +28,7 @@ def one(**changes):
 
 
 def test_the_shipped_config_loads():
-    jobs = load_jobs(DEFAULT_CONFIG)
+    jobs = load_jobs(ROOT / "include" / "jobs.yaml")
     assert [j.name for j in jobs] == ["testjob"]
     job = jobs[0]
     assert job.dag_id == "ds2_testjob" and job.pool == "ds2_testjob"

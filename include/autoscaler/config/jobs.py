@@ -12,7 +12,6 @@ Relative paths (the jar, the savepoint folder) are relative to the project root;
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,7 @@ from typing import Any
 import yaml
 
 from autoscaler.config import options as opt
+from autoscaler.config import paths
 from autoscaler.config.fields import Fields
 from autoscaler.config.policy_options import PolicyOptions, kind_default
 from autoscaler.config.sections import Alerts, Approval, ExcludedPeriod, Stability, read_alerts, read_approval
@@ -33,18 +33,16 @@ from autoscaler.store.parquet import validate_job_name
 from autoscaler.topology import Operator, Topology
 from autoscaler.validate.config import LATENESS_FLOOR_S, ValidationConfig
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_CONFIG = PROJECT_ROOT / "include" / "jobs.yaml"
 _DEFAULT_START = datetime.fromisoformat(opt.START_DATE.default).replace(tzinfo=UTC)
 
 
 def config_path() -> Path:
-    return Path(os.environ.get("DS2_JOBS_CONFIG") or DEFAULT_CONFIG)
+    return paths.jobs_file()
 
 
 def data_dir() -> Path:
     """Runtime data: metrics/decisions/actions store, journals, Data Docs, demo output."""
-    return Path(os.environ.get("DS2_DATA_DIR") or PROJECT_ROOT / "data").resolve()
+    return paths.data_dir()
 
 
 # The autoscaler's own DAGs, shared by every job: a job's DAG id (ds2_<name>) must not take one of them.
@@ -155,12 +153,13 @@ _REPLACED = {
 }
 
 
-def _path(value: str) -> Path:
-    path = Path(value)
-    return path if path.is_absolute() else PROJECT_ROOT / path
+def _path(value: str, base: Path) -> Path:
+    """A path from the jobs file: relative ones against ``base`` (paths.base_dir: the checkout, else its folder)."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
 
 
-def _sql_program(f: Fields, flink_job_name: str) -> dict[str, Any] | None:
+def _sql_program(f: Fields, flink_job_name: str, base: Path) -> dict[str, Any] | None:
     """A job given as a SQL script: the SQL runner jar with the script's text, and no flags.
 
     ``sql_file`` is one script or a list read as one in order (a shared file of tables, then a query).
@@ -178,7 +177,7 @@ def _sql_program(f: Fields, flink_job_name: str) -> dict[str, Any] | None:
         if key in f.data:
             raise f.error(key, "a job given by sql_file runs the SQL runner jar with its script: remove it")
     try:
-        script = sql.read_scripts([_path(v) for v in files])
+        script = sql.read_scripts([_path(v, base) for v in files])
     except InputError as exc:
         raise f.error("sql_file", f"{exc.source}: {exc.problem}") from None
     named = sql.pipeline_name(script)
@@ -189,13 +188,13 @@ def _sql_program(f: Fields, flink_job_name: str) -> dict[str, Any] | None:
     if sql.uses_kafka_login(script) and kafka is None:
         raise f.error("kafka_client_config", "the script uses ${kafka.<key>} placeholders: name the Kafka client config "
                                              "file (scripts/kafka.sh client-config) that fills them")  # fmt: skip
-    return {"parallelism_args": {}, "base_args": sql.runner_args(script, _path(kafka) if kafka else None),
-            "jar_path": sql.RUNNER_JAR, "jar_id": None, "entry_class": sql.RUNNER_CLASS}  # fmt: skip
+    return {"parallelism_args": {}, "base_args": sql.runner_args(script, _path(kafka, base) if kafka else None),
+            "jar_path": sql.runner_jar(), "jar_id": None, "entry_class": sql.RUNNER_CLASS}  # fmt: skip
 
 
-def _savepoint_dir(value: str) -> str:
-    """A URI (file://, s3://, ...) as given; a path made absolute against the project root."""
-    return value if "://" in value else str(_path(value))
+def _savepoint_dir(value: str, base: Path) -> str:
+    """A URI (file://, s3://, ...) as given; a path made absolute against ``base``."""
+    return value if "://" in value else str(_path(value, base))
 
 
 def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
@@ -217,7 +216,7 @@ def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
     return options, stability
 
 
-def _job(entry: Any, index: int, source: str) -> JobConfig:
+def _job(entry: Any, index: int, source: str, base: Path) -> JobConfig:
     name = entry.get("name") if isinstance(entry, Mapping) else None
     where = f"{source}: job {name!r}" if isinstance(name, str) else f"{source}: jobs[{index}]"
     f = Fields(entry, where)
@@ -231,12 +230,12 @@ def _job(entry: Any, index: int, source: str) -> JobConfig:
     jar = f.text("jar")
     jar_id = f.text("jar_id")
     program = {"parallelism_args": f.mapping("parallelism_args"), "base_args": f.strings("base_args"),
-               "jar_path": _path(jar) if jar else None, "jar_id": jar_id, "entry_class": f.text("entry_class")}  # fmt: skip
-    program = _sql_program(f, flink_job_name) or program
+               "jar_path": _path(jar, base) if jar else None, "jar_id": jar_id, "entry_class": f.text("entry_class")}  # fmt: skip
+    program = _sql_program(f, flink_job_name, base) or program
     try:
         deployment = JobDeployment(
             job_name=flink_job_name,
-            savepoint_dir=_savepoint_dir(f.text("savepoint_dir", str(data_dir() / "savepoints"))),
+            savepoint_dir=_savepoint_dir(f.text("savepoint_dir", str(data_dir() / "savepoints")), base),
             allow_non_restored_state=f.boolean("allow_non_restored_state", False),
             **program,
         )
@@ -312,8 +311,10 @@ def _check_validation(config: JobConfig, where: str) -> None:
         raise InputError(where, f"{exc.source}: {exc.problem}") from None
 
 
-def parse_jobs_each(data: Any, source: str) -> tuple[list[JobConfig], list[InputError]]:
-    """The good jobs and one error per bad entry: a bad entry costs only itself."""
+def parse_jobs_each(data: Any, source: str, base: Path | None = None) -> tuple[list[JobConfig], list[InputError]]:
+    """The good jobs and one error per bad entry: a bad entry costs only itself. Relative paths are taken
+    against ``base`` (default: that of the configured jobs file, :func:`paths.base_dir`)."""
+    base = base or paths.base_dir()
     if not isinstance(data, Mapping) or not isinstance(data.get("jobs"), list):
         raise InputError(source, "expected a mapping with a 'jobs' list")
     unknown = sorted(set(data) - {"jobs", "version"})
@@ -324,7 +325,7 @@ def parse_jobs_each(data: Any, source: str) -> tuple[list[JobConfig], list[Input
     seen: dict[str, str] = {}
     for i, entry in enumerate(data["jobs"]):
         try:
-            job = _job(entry, i, source)
+            job = _job(entry, i, source, base)
         except InputError as exc:
             errors.append(exc)
             continue
@@ -347,19 +348,19 @@ def parse_jobs_each(data: Any, source: str) -> tuple[list[JobConfig], list[Input
     return jobs, errors
 
 
-def parse_jobs(data: Any, source: str) -> list[JobConfig]:
-    jobs, errors = parse_jobs_each(data, source)
+def parse_jobs(data: Any, source: str, base: Path | None = None) -> list[JobConfig]:
+    jobs, errors = parse_jobs_each(data, source, base)
     if errors:
         raise errors[0]
     return jobs
 
 
-def _read_config(path: str | Path | None) -> tuple[Any, str]:
+def _read_config(path: str | Path | None) -> tuple[Any, str, Path]:
+    """The file's data, its name for messages (relative to the checkout when in it) and its paths' base."""
     path = Path(path) if path else config_path()
-    try:
-        rel = path.resolve().relative_to(PROJECT_ROOT)
-    except ValueError:
-        rel = path
+    base = paths.base_dir(path)
+    root = paths.checkout()
+    rel = path.resolve().relative_to(root) if root is not None and path.resolve().is_relative_to(root) else path
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
@@ -374,7 +375,7 @@ def _read_config(path: str | Path | None) -> tuple[Any, str]:
     except (ValueError, OverflowError) as exc:
         # PyYAML builds dates and numbers itself: e.g. start_date: 2026-13-45 -> "month must be in 1..12".
         raise InputError(str(rel), f"a value YAML reads as a date or number is out of range ({exc})") from None
-    return data, str(rel)
+    return data, str(rel), base
 
 
 def load_jobs(path: str | Path | None = None) -> list[JobConfig]:

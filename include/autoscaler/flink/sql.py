@@ -1,8 +1,8 @@
 """Flink SQL jobs: a SQL script submitted as one job by the SQL runner jar, with no flags of ours.
 
 This distribution (PyPI's apache-flink wheels) ships ``sql-client.sh`` without the SQL gateway it
-embeds, so the client cannot start. ``build/ds2-sql-runner.jar`` (``flink-job/sql-runner``) does
-what the client would: ``SET`` statements go into the job's configuration, DDL runs in order, the
+embeds, so the client cannot start. The runner jar (``flink-job/sql-runner``, built into ``build/``,
+shipped in the package) does what the client would: ``SET`` statements go into the job's configuration, DDL runs in order, the
 ``INSERT`` statements form one job. It is submitted through the REST API's jar-run like any jar, so
 a restart restores it from its savepoint; the operators are the planner's.
 
@@ -18,13 +18,22 @@ import re
 import sys
 from pathlib import Path
 
+from autoscaler.config import paths
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkConnection, FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import pinned_upload
 
-RUNNER_JAR = Path(__file__).resolve().parents[3] / "build" / "ds2-sql-runner.jar"
+RUNNER_JAR_NAME = "ds2-sql-runner.jar"
 RUNNER_CLASS = "ds2.sqlrunner.SqlRunner"
 _PIPELINE_NAME = re.compile(r"^\s*SET\s+'pipeline\.name'\s*=\s*'((?:[^']|'')*)'\s*;", re.IGNORECASE | re.MULTILINE)
+
+
+def runner_jar() -> Path:
+    """The SQL runner jar (paths.jar: the jars setting, the package's, else the checkout's build/)."""
+    return paths.jar(RUNNER_JAR_NAME)
+
+
+RUNNER_JAR = runner_jar()  # where it is by default (the demo, tests and benchmarks run from the checkout)
 
 
 def read_script(path: str | Path) -> str:
@@ -81,7 +90,7 @@ def submit(client: FlinkRestClient, script: str, parallelism: int | None = None,
     if pipeline_name(script) is None:
         raise InputError("SQL script", "it must name its job: SET 'pipeline.name' = '...'; (the autoscaler finds it by name)")
     args = runner_args(script, kafka_client_config)
-    return client.run_jar(pinned_upload(client, RUNNER_JAR), RUNNER_CLASS, args, parallelism=parallelism)
+    return client.run_jar(pinned_upload(client, runner_jar()), RUNNER_CLASS, args, parallelism=parallelism)
 
 
 def main(argv: list[str] | None = None) -> int:

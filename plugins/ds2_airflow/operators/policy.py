@@ -25,7 +25,8 @@ from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from autoscaler.collect.flink import topology_path
-from autoscaler.config.jobs import PROJECT_ROOT, JobConfig, data_dir, find_job
+from autoscaler.config import paths
+from autoscaler.config.jobs import JobConfig, data_dir, find_job
 from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.engine import backfill
 from autoscaler.engine.spark.run import StoreRun
@@ -33,8 +34,6 @@ from autoscaler.errors import InputError
 from autoscaler.observe.metrics import policy_duration_sample
 from ds2_airflow.metrics import emit
 from ds2_airflow.runtime import BACKFILL, FLEET_RUN, LIVE, WHAT_IF, epoch_for, fleet_handoff, run_type, safe_run_id, store_root
-
-APPLICATION = PROJECT_ROOT / "spark_jobs" / "ds2_policy.py"
 
 
 def store_run(
@@ -69,8 +68,9 @@ def policy_args(run: StoreRun) -> list[str]:
 
 
 def spark_env() -> dict[str, str]:
-    """spark-submit's environment: the project's Spark config and this interpreter for the driver."""
-    return {"SPARK_CONF_DIR": str(PROJECT_ROOT / "conf" / "spark"), "PYSPARK_PYTHON": sys.executable}
+    """spark-submit's environment: the Spark settings (paths.spark_conf_dir) and this interpreter for the driver."""
+    conf_dir = paths.spark_conf_dir()
+    return {"PYSPARK_PYTHON": sys.executable} | ({"SPARK_CONF_DIR": str(conf_dir)} if conf_dir else {})
 
 
 class PolicyEngineOperator(BaseOperator):
@@ -95,7 +95,7 @@ class PolicyEngineOperator(BaseOperator):
         self._submit_hook = SparkSubmitHook(
             conn_id=conn_id, name=f"ds2-policy-{job.name}", application_args=policy_args(run), env_vars=spark_env()
         )
-        self._submit_hook.submit(str(APPLICATION))
+        self._submit_hook.submit(str(paths.spark_application()))
         return "spark-submit"
 
     def _run_connect(self, conn_id: str, run: StoreRun) -> None:
