@@ -28,16 +28,34 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, BaseHook, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from autoscaler.collect.prometheus import PrometheusReader
 from autoscaler.config.jobs import JobConfig
 from autoscaler.decide.rules import RESCALE
 from autoscaler.fleet import interval
 from autoscaler.flink.client import FlinkConnection, FlinkRestClient
 from ds2_airflow.hooks.flink import FlinkHook
+from ds2_airflow.hooks.prometheus import PrometheusHook
 from ds2_airflow.runtime import FLEET_RUN, docs_dir, docs_link, interval_end, safe_run_id, store_root
 from ds2_airflow.scaling import free_slots, metrics_and_alerts
 from ds2_airflow.timetable import LateRunsTimetable
 
 log = logging.getLogger(__name__)
+
+
+def _prometheus_readers(due: list[interval.JobEpoch]) -> dict[str, PrometheusReader]:
+    """Each Prometheus connection the due jobs collect from once (collect.prometheus_conn_id), as _connections."""
+    found: dict[str, PrometheusReader] = {}
+    for item in due:
+        conn_id = item.job.prometheus_conn_id
+        if not conn_id or conn_id in found or not item.alive:
+            continue
+        try:
+            found[conn_id] = PrometheusHook(conn_id).get_reader()
+        except Exception as exc:
+            for other in due:
+                if other.job.prometheus_conn_id == conn_id:
+                    other.fail("collect", f"Prometheus connection {conn_id!r}: {exc}")
+    return found
 
 
 def _connections(due: list[interval.JobEpoch]) -> dict[str, FlinkConnection]:
@@ -84,8 +102,9 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
     for item in due:
         if item.name in acting and ti.get_dr_count(dag_id=item.job.dag_id, states=["queued", "running"]):
             item.hold(f"its DAG {item.job.dag_id} has a run approving or rescaling it; the epoch is not measured")
-    connections = _connections(due)
-    interval.collect_all(due, lambda job: FlinkRestClient(connections[job.flink_conn_id]), root)
+    connections, readers = _connections(due), _prometheus_readers(due)
+    interval.collect_all(due, lambda job: FlinkRestClient(connections[job.flink_conn_id]), root,
+                         lambda job: readers[job.prometheus_conn_id])  # fmt: skip
     timings["collect"] = time.monotonic() - started
     interval.validate_all(due, root, docs_dir(), run_id)
     timings["validate"] = time.monotonic() - started - sum(timings.values())

@@ -55,3 +55,20 @@ def test_history_from_the_actions_and_decisions_tables(tmp_path):
     assert [r["epoch"] for r in log] == [10, 11, 12] and log[1]["message"] == "y"
     with pytest.raises(ValueError, match="RescaleResult"):
         outcomes.action_row("wc", 1, action_id="d", mechanism="m", outcome="succeeded", message="", parallelism={})
+
+
+def test_the_key_groups_an_epochs_proposals_were_aligned_to(tmp_path):
+    """The slot check keeps a cut target aligned to these (decide.rules._fit_slots): the largest
+    max_parallelism over the epoch's instances, per operator, as the policy's window takes it."""
+    from autoscaler.store.parquet import write_epochs
+    from autoscaler.store.schemas import METRICS
+    from tests.helpers import metrics_rows, topology, window
+
+    topo = topology([("src", "count")], {"src": 2, "count": 2})
+    seven = {"src": window(2, 10.0, 10.0, max_parallelism=8), "count": window(2, 10.0, 10.0, max_parallelism=128)}
+    eight = {"src": window(2, 10.0, 10.0, max_parallelism=4), "count": window(2, 10.0, 10.0)}
+    rows = metrics_rows(topo, {7: seven, 8: eight}, job="wc")
+    write_epochs(tmp_path, METRICS, "wc", rows)
+    assert history.key_groups(tmp_path, "wc", 7) == {"src": 8, "count": 128}
+    assert history.key_groups(tmp_path, "wc", 8) == {"src": 4}  # unknown key groups are left out
+    assert history.epoch_history(tmp_path, "wc", 7, 2).key_groups == {"src": 8, "count": 128}

@@ -161,6 +161,24 @@ def test_capacity_reduces_or_blocks():
     assert decide(job(), 10, rows(), decided_epochs_since_rescale=1, free_slots=None).target == {"Count": 4}
 
 
+def test_a_target_cut_by_the_slot_check_stays_aligned_to_its_key_groups():
+    """2 -> 8 with 128 key groups and 3 free slots: 5 available, and 5 would give some instances 26 key groups
+    and others 25; the cut keeps the alignment the policy applied, to 4 (32 each)."""
+    aligned = job(align_to_key_groups=True)
+    plan = decide(aligned, 10, rows(count=(2, 8)), decided_epochs_since_rescale=1, free_slots=3, key_groups={"c": 128})
+    assert plan.action == RESCALE and plan.target == {"Count": 4}
+    assert "reduced 8→4: 8 task slots needed, 5 available" in plan.markdown() and "aligned to 128 key groups" in plan.markdown()
+    # No aligned parallelism between the current one and the slots: no change, rather than an unaligned one.
+    held = decide(aligned, 10, rows(count=(2, 8)), decided_epochs_since_rescale=1, free_slots=1, key_groups={"c": 128})
+    assert held.action == NOOP and held.summary.startswith("blocked: 8 task slots needed, 3 available")
+    # The job's own max parallelism stands in for an operator's unknown key groups; without alignment, 5.
+    by_job = job(align_to_key_groups=True, job_max_parallelism=128)
+    assert decide(by_job, 10, rows(count=(2, 8)), decided_epochs_since_rescale=1, free_slots=3).target == {"Count": 4}
+    assert decide(job(), 10, rows(count=(2, 8)), decided_epochs_since_rescale=1, free_slots=3, key_groups={"c": 128}).target == {
+        "Count": 5
+    }
+
+
 def test_a_source_changes_where_its_kind_proposed_it_and_a_row_without_a_target_stays():
     r = rows()
     r[0]["target_parallelism"] = 9  # a kind that sizes sources (policy.scale_sources) proposed it

@@ -9,8 +9,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TOPS = "dags|plugins|spark_jobs|include|tests|scripts|benchmarks|docs|conf|examples|deploy|flink-job|autoscaler|ds2_airflow"
 PATH = re.compile(rf"(?<![\w./-])((?:{TOPS})/[A-Za-z0-9_.\-/]*[A-Za-z0-9_])")
-# Named but made at run time: results prefixes, the Prometheus plugin folder inside Flink's home.
+# Named but made at run time: results prefixes, the Prometheus plugin folder inside Flink's home, the jars
+# scripts/build-wheel.sh puts into the wheel.
 MADE_AT_RUN_TIME = {
+    "autoscaler/jars/ds2-testjob.jar",
+    "autoscaler/jars/ds2-sql-runner.jar",
     "benchmarks/results/backfill",
     "benchmarks/results/dag",
     "benchmarks/results/fleet",

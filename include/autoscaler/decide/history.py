@@ -2,7 +2,8 @@
 
 The decide stage's inputs, read here so that the rules (:mod:`autoscaler.decide.rules`) stay pure
 and the record stage only writes: the epoch's DECISIONS rows, the newest rescale after which the
-job restarted (ACTIONS), and how many complete decisions came since.
+job restarted (ACTIONS), how many complete decisions came since, and the key groups each operator's
+proposal was aligned to (METRICS), which a target cut down by the slot check must stay aligned to.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 
 from autoscaler.decide.rules import LastRescale, agreeing_epochs
 from autoscaler.store.parquet import read_epochs
-from autoscaler.store.schemas import ACTIONS, DECISIONS, RESTARTED
+from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, RESTARTED
 
 
 def last_rescale(store_root: str | Path, job: str, before_epoch: int) -> LastRescale | None:
@@ -55,17 +56,31 @@ def decided_epochs(store_root: str | Path, job: str, after_epoch: int, up_to_epo
     return agreeing_epochs([by_epoch[e] for e in sorted(by_epoch)])
 
 
+def key_groups(store_root: str | Path, job: str, epoch: int) -> dict[str, int]:
+    """Per operator id, the key groups (or splits) the policy aligned its proposal to: the largest
+    ``max_parallelism`` over the epoch's instances, as the policy's window takes it (engine/windows.py)."""
+    rows = read_epochs(store_root, METRICS, job, [epoch], columns=["operator_id", "max_parallelism"])
+    out: dict[str, int] = {}
+    for row in rows.to_pylist():
+        if row["max_parallelism"]:
+            out[row["operator_id"]] = max(out.get(row["operator_id"], 0), int(row["max_parallelism"]))
+    return out
+
+
 @dataclass(frozen=True)
 class EpochHistory:
-    """What the decide rules read about an epoch: its DS2 decisions and the job's rescale history."""
+    """What the decide rules read about an epoch: its DS2 decisions, the job's rescale history and the
+    key groups its proposals were aligned to."""
 
     decisions: list[dict[str, Any]]  # the epoch's DECISIONS rows
     last_rescale: LastRescale | None  # the newest rescale before the epoch after which the job restarted
     decided_epochs: int  # complete decisions since that rescale (at most ``enough``)
+    key_groups: dict[str, int]  # operator id -> key groups (key_groups above)
 
 
 def epoch_history(store_root: str | Path, job: str, epoch: int, enough: int) -> EpochHistory:
     """The decisions of ``epoch`` and the history the stability rules need, in one call."""
     last = last_rescale(store_root, job, epoch)
     decided = decided_epochs(store_root, job, last.epoch if last else -1, epoch, enough)
-    return EpochHistory(read_epochs(store_root, DECISIONS, job, [epoch]).to_pylist(), last, decided)
+    decisions = read_epochs(store_root, DECISIONS, job, [epoch]).to_pylist()
+    return EpochHistory(decisions, last, decided, key_groups(store_root, job, epoch))

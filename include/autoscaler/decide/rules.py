@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.config.jobs import JobConfig
+from autoscaler.policy.rounding import align
 
 RESCALE = "rescale"
 NOOP = "noop"
@@ -79,6 +80,14 @@ class ScalingPlan:
     @property
     def current(self) -> dict[str, int]:
         return {op.operator_name: op.current for op in self.operators}
+
+    @property
+    def slots_taken(self) -> int:
+        """Task slots a rescale takes beyond what the job holds (one slot-sharing group: its largest
+        operator's parallelism); 0 for a plan that does not act, or one that needs no more."""
+        if self.action != RESCALE or not self.operators:
+            return 0
+        return max(0, max(op.final for op in self.operators) - max(op.current for op in self.operators))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -181,12 +190,14 @@ def decide(
     free_slots: int | None = None,
     now: datetime | None = None,
     validation: str | None = None,
+    key_groups: Mapping[str, int] | None = None,
 ) -> ScalingPlan:
     """Apply the stability, bound and capacity rules to one epoch's DS2 decisions.
 
     ``decided_epochs_since_rescale`` counts the epochs after ``last_rescale`` (this one
     included) whose decisions were complete; ``free_slots`` is the cluster's available task
-    slots (None skips the capacity check).
+    slots (None skips the capacity check); ``key_groups`` (operator id -> key groups) keeps a
+    target the capacity check cuts aligned, as the policy aligned it (``align_to_key_groups``).
     """
     name = job.name
     problems = [p for p in map(_row_problem, decisions) if p]
@@ -219,7 +230,8 @@ def decide(
         proposal = ", ".join(f"{op.operator_name} {op.current}→{op.final}" for op in ops if op.changes)
         return _noop(name, epoch, ops, f"{hold} (held: {proposal})", validation)
 
-    capacity_note = _fit_slots(ops, free_slots)
+    groups = (key_groups or {}) if job.policy.align_to_key_groups else {}
+    capacity_note = _fit_slots(ops, free_slots, groups, job.policy.job_max_parallelism)
     if not any(op.changes for op in ops):
         return _noop(name, epoch, ops, f"blocked: {capacity_note}", validation)
     summary = "rescale " + ", ".join(f"{op.operator_name} {op.current}→{op.final}" for op in ops if op.changes)
@@ -327,11 +339,14 @@ def _operator_rules(job: JobConfig, op: OperatorPlan) -> None:
     op.final = final
 
 
-def _fit_slots(ops: list[OperatorPlan], free_slots: int | None) -> str:
+def _fit_slots(ops: list[OperatorPlan], free_slots: int | None, key_groups: Mapping[str, int], job_key_groups: int | None) -> str:
     """Reduce targets to the slots a restart can get; returns what was done, in words ('' = fits).
 
     All operators share one slot-sharing group (Flink's default), so a job needs as many slots as
-    its largest operator's parallelism, and a rescale frees the slots the job holds now.
+    its largest operator's parallelism, and a rescale frees the slots the job holds now. A target
+    cut to the slots available stays aligned to its operator's key groups where the policy aligned
+    it (``key_groups``, else ``job_key_groups``): the largest aligned parallelism that fits, or no
+    change (:func:`autoscaler.policy.rounding.align`).
     """
     if free_slots is None:
         return ""
@@ -343,8 +358,13 @@ def _fit_slots(ops: list[OperatorPlan], free_slots: int | None) -> str:
     note = f"{needed} task slots needed, {available} available ({free_slots} free + {held} held by the job)"
     for op in ops:
         if op.final > available:
-            op.notes.append(f"reduced {op.final}→{available}: {note}")
-            op.final = available  # >= op.current: the job's own slots are part of ``available``
+            cut = available  # >= op.current: the job's own slots are part of ``available``
+            groups = key_groups.get(op.operator_id) or job_key_groups
+            if groups and cut > op.current:
+                cut = align(cut, op.current, groups, 1, cut)
+            aligned = f", aligned to {groups} key groups" if groups and cut != available else ""
+            op.notes.append(f"reduced {op.final}→{cut}: {note}{aligned}")
+            op.final = cut
     return note
 
 

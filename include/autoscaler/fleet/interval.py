@@ -27,10 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from autoscaler.collect import prometheus
 from autoscaler.collect.flink import collect_epoch_metrics, topology_path
 from autoscaler.config.jobs import JobConfig
 from autoscaler.decide import history as decide_history
 from autoscaler.decide.rules import ScalingPlan, decide
+from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.record import audit, outcomes
 from autoscaler.topology import read_topology_csv
@@ -121,15 +123,34 @@ def plan_epoch(
         free_slots=free_slots,
         now=now or datetime.now(UTC),
         validation=validation_note,
+        key_groups=history.key_groups,
     )
 
 
-def collect_all(epochs: Iterable[JobEpoch], client_for: Callable[[JobConfig], FlinkRestClient], store_root: str | Path) -> None:
-    """Collect every job's epoch concurrently; a job whose Flink cannot be read fails only its own."""
+def collect_all(
+    epochs: Iterable[JobEpoch],
+    client_for: Callable[[JobConfig], FlinkRestClient],
+    store_root: str | Path,
+    reader_for: Callable[[JobConfig], prometheus.PrometheusReader] | None = None,
+) -> None:
+    """Collect every job's epoch concurrently; a job whose Flink cannot be read fails only its own.
+
+    As on the per-job path, a job with ``collect.prometheus_conn_id`` is read from that Prometheus at its
+    epoch's boundaries (``reader_for``), every other one from its Flink's REST API (``client_for``).
+    """
 
     def one(item: JobEpoch) -> None:
         job = item.job
         try:
+            if job.prometheus_conn_id:
+                if reader_for is None:
+                    raise InputError("collect.prometheus_conn_id", "this run has no Prometheus reader")
+                start, end = job.epoch_start(item.epoch), job.epoch_start(item.epoch + 1)
+                rows, window_s, job_id = prometheus.collect_epoch(reader_for(job), job.flink_job_name, job.name, item.epoch,
+                                                                  start, end, store_root)  # fmt: skip
+                item.collected = {"window_s": window_s, "flink_job_id": job_id, "warmup_reason": None, "rows": rows,
+                                  "source": "prometheus"}  # fmt: skip
+                return
             result = collect_epoch_metrics(
                 client_for(job), job.flink_job_name, job.name, item.epoch, store_root,
                 short_window_s=job.short_window.total_seconds(), max_gap_s=job.max_boundary_age_s,
@@ -204,15 +225,26 @@ def decide_all(
     free_slots: Callable[[JobConfig], int | None],
     validation_note: Callable[[JobEpoch], str | None] = lambda e: None,
 ) -> None:
-    """The decide rules for every job that got this far (the capacity check reads each job's cluster)."""
+    """The decide rules for every job that got this far (the capacity check reads each job's cluster).
+
+    Jobs on one cluster (one Flink connection) share its free slots: each rescale planned here takes its
+    slots from what the next job's capacity check sees, so two jobs are never planned into the same slots.
+    Slots a scale-down gives back are not counted: they are free only once that job has restarted.
+    """
+    taken: dict[str, int] = {}
     for item in epochs:
         if not item.alive:
             continue
+        cluster = item.job.flink_conn_id
         try:
-            item.plan = plan_epoch(item.job, item.epoch, store_root, item.validation, free_slots(item.job),
-                                   validation_note(item))  # fmt: skip
+            free = free_slots(item.job)
+            if free is not None:
+                free = max(0, free - taken.get(cluster, 0))
+            item.plan = plan_epoch(item.job, item.epoch, store_root, item.validation, free, validation_note(item))
         except Exception as exc:
             item.fail("decide", exc)
+            continue
+        taken[cluster] = taken.get(cluster, 0) + item.plan.slots_taken
 
 
 def record(item: JobEpoch, store_root: str | Path, action_id: str) -> dict[str, Any]:
