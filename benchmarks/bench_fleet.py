@@ -217,7 +217,7 @@ def run_fleet(args: argparse.Namespace, local: Any, work: Path) -> list[dict[str
                     hog.kill()
                     hog.wait()
             t1, c1 = time.time(), s.cpu()
-            results.append(measure(s, n, args, t0, t1, {k: c1[k] - c0.get(k, 0.0) for k in c1}))
+            results.append(measure(s, n, args, t0, t1, {k: c1[k] - c0.get(k, 0.0) for k in c1}, (first, end)))
             if args.hog:
                 results[-1]["hog"] = {"processes": args.hog, "load_at_end": [round(x, 2) for x in load],
                                       **epochs_decided(s, n, args, first, end)}  # fmt: skip
@@ -250,10 +250,15 @@ def start_replay(s: Stack, n: int, running: subprocess.Popen | None) -> subproce
     raise RuntimeError(f"the Flink REST replay did not answer on port {port} within 30 s")
 
 
-def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cpu: dict[str, float]) -> dict:
-    """Figures of the runs that finished inside the measured window [t0, t1] (whatever their epoch: a
-    fleet that falls behind still finishes runs, late), with the CPU spent in the window."""
-    latencies, finished, failed, lag, failures = [], 0, 0, [], []
+def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cpu: dict[str, float],
+            due: tuple[float, float]) -> dict:  # fmt: skip
+    """Figures of the runs that finished inside the measured window [t0, t1], with the CPU spent in it.
+
+    ``runs_finished`` counts the runs of the epochs due in the window (interval end in ``due``), so it never
+    exceeds ``runs_due``; runs of earlier epochs that a fleet behind schedule finished in the window are
+    ``runs_finished_from_before``. The CPU per job-epoch divides the window's CPU by every run finished in it,
+    since those are the runs it paid for."""
+    latencies, finished, before, failed, lag, failures = [], 0, 0, 0, [], []
     dags = [f"ds2_fleet_{args.interval}s"] if args.batched and n else [f"ds2_fleet{i}" for i in range(n)]
     per_run = n if args.batched else 1  # a fleet run decides every job's epoch
     decide, policy = ("decide_jobs", "decide_jobs") if args.batched else ("decide", "policy")
@@ -263,7 +268,10 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
             if not run.get("end_date") or not t0 <= datetime.fromisoformat(run["end_date"]).timestamp() <= t1:
                 continue
             interval_end = datetime.fromisoformat(run["data_interval_end"]).timestamp()
-            finished += per_run
+            if due[0] < interval_end <= due[1]:
+                finished += per_run
+            else:
+                before += per_run
             failed += per_run if run["state"] == "failed" else 0
             tis = s.api("GET", f"/api/v2/dags/{dag}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]
             by = {t["task_id"]: t for t in tis}
@@ -293,8 +301,8 @@ def measure(s: Stack, n: int, args: argparse.Namespace, t0: float, t1: float, cp
         "jobs": n, "interval_s": args.interval, "epochs": args.epochs, "wall_s": round(wall, 1),
         "cpu_s": {k: round(v, 1) for k, v in cpu.items()}, "autoscaler_cpu_s": round(autoscaler, 1),
         "autoscaler_cores": round(autoscaler / wall, 3),
-        "runs_finished": finished, "runs_due": n * args.epochs, "failed_runs": failed,
-        "cpu_s_per_job_epoch": round(autoscaler / finished, 2) if finished else None,
+        "runs_finished": finished, "runs_due": n * args.epochs, "runs_finished_from_before": before, "failed_runs": failed,
+        "cpu_s_per_job_epoch": round(autoscaler / (finished + before), 2) if finished + before else None,
         "max_lag_s": round(max(lag), 1) if lag else None,
         "median_epoch_end_to_decision_s": med("decision_s"), "median_epoch_end_to_run_end_s": med("run_s"),
         "median_policy_task_s": med("policy_s"),
@@ -452,10 +460,12 @@ def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: arg
     for r in fleet:
         c = r["cpu_s"]
         per = r["cpu_s_per_job_epoch"]
+        earlier = r.get("runs_finished_from_before")
+        earlier_text = f" + {earlier} of earlier epochs" if earlier else ""
         lines.append(
             f"| {r['jobs']} | {per if per is not None else '– (idle)'} | {r['autoscaler_cores']} | "
             f"{c['airflow']} / {c['spark']} / {c['postgres']} / {c.get('redis', 0.0)} | "
-            f"{r['runs_finished']} / {r['runs_due']} ({r['failed_runs']}) | "
+            f"{r['runs_finished']} / {r['runs_due']} ({r['failed_runs']}){earlier_text} | "
             f"{r['max_lag_s']} s | "
             f"{r['median_epoch_end_to_decision_s']} s | {r['median_epoch_end_to_run_end_s']} s | {r['median_policy_task_s']} s |"
         )
@@ -472,7 +482,8 @@ def report(fleet: list[dict[str, Any]], policy: dict[str, Any] | None, args: arg
     busiest = max(fleet, key=lambda r: r["jobs"])
     if busiest["jobs"]:
         idle_cpu = idle["autoscaler_cores"] * busiest["wall_s"] if idle else 0.0
-        marginal = (busiest["autoscaler_cpu_s"] - idle_cpu) / max(busiest["runs_finished"], 1)
+        done = busiest["runs_finished"] + busiest.get("runs_finished_from_before", 0)
+        marginal = (busiest["autoscaler_cpu_s"] - idle_cpu) / max(done, 1)
         per_core = 300 / marginal if marginal > 0 else float("inf")
         lines += [
             "",

@@ -23,7 +23,15 @@ from typing import Any
 from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
 from autoscaler.config import options as opt
-from autoscaler.config.jobs import BOUNDARIES_DAG_ID, RECONCILE_DAG_ID, WHAT_IF_DAG_ID, JobConfig, config_path, load_jobs_each
+from autoscaler.config.jobs import (
+    BOUNDARIES_DAG_ID,
+    RECONCILE_DAG_ID,
+    STABILITY_OPTIONS,
+    WHAT_IF_DAG_ID,
+    JobConfig,
+    config_path,
+    load_jobs_each,
+)
 from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.errors import InputError
 from ds2_airflow.fleet import fleet_dag, fleets
@@ -160,8 +168,9 @@ def scaling_dag(job: JobConfig) -> DAG:
 
 
 def what_if_params(jobs: list[JobConfig]) -> dict[str, Param]:
-    """The job to replay, its range, and one param per policy option (its meaning from the options' declarations);
-    an option left unset keeps the job's own value, which its DAG's doc lists."""
+    """The job to replay, its range, and one param per policy option and per decide rule's option (warm-up,
+    activation, hysteresis, cooldown: the replay through the rules uses them), each with its meaning from the
+    options' declarations; an option left unset keeps the job's own value, which its DAG's doc lists."""
     kinds = {
         "number": ["null", "number"],
         "integer": ["null", "integer"],
@@ -175,8 +184,9 @@ def what_if_params(jobs: list[JobConfig]) -> dict[str, Param]:
         "start": Param(None, type=["null", "string"], description="ISO start of the range (default: end - 1 h)"),
         "end": Param(None, type=["null", "string"], description="ISO end of the range (default: now)"),
     }
+    replayable = set(PolicyOptions.__dataclass_fields__) | {o.name for o in STABILITY_OPTIONS}
     for option in opt.OPTIONS:
-        if option.key.startswith("policy.") and option.name in PolicyOptions.__dataclass_fields__:
+        if option.key.startswith("policy.") and option.name in replayable:
             limits = {"minimum": option.minimum} if option.minimum is not None and option.kind != "bounds" else {}
             params[option.name] = Param(
                 {} if option.kind == "bounds" else None,

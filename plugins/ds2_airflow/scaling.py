@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from autoscaler.config.jobs import JobConfig, config_path, find_job
 from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.config.sections import Stability
 from autoscaler.decide.replay import replay
 from autoscaler.decide.rules import RESCALE, ScalingPlan
 from autoscaler.fleet.interval import plan_epoch, validation_config
@@ -148,6 +149,12 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
     return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
 
 
+def replayed_stability(job: JobConfig, overrides: dict[str, Any]) -> Stability:
+    """The job's decide-rule options with a what-if's overrides (cooldown given in seconds)."""
+    values = {k: timedelta(seconds=float(v)) if k == "cooldown" else int(v) for k, v in overrides.items()}
+    return dataclasses.replace(job.stability, **values)
+
+
 def what_if_compare_task(context: Any) -> dict[str, Any]:
     """Set the what-if decisions beside the live ones: where they differ, and how often each would rescale."""
     run = context["ti"].xcom_pull(task_ids="what_if_policy")
@@ -166,7 +173,8 @@ def what_if_compare_task(context: Any) -> dict[str, Any]:
             was = before["target_parallelism"] if before else "–"
             differ.append(f"  epoch {row['epoch']} {row['operator_name']}: live {was} -> what-if {row['target_parallelism']}")
     # The whole chain: each set of decisions through the decide rules, as the live DAG would have acted.
-    what_if_job = dataclasses.replace(job, policy=PolicyOptions.from_json(run["options"]))
+    what_if_job = dataclasses.replace(job, policy=PolicyOptions.from_json(run["options"]),
+                                      stability=replayed_stability(job, run.get("stability") or {}))  # fmt: skip
     chain_live, chain_what_if = replay(job, live.values()), replay(what_if_job, what_if)
     summary = {
         "epochs": len({r["epoch"] for r in what_if}),
@@ -176,6 +184,7 @@ def what_if_compare_task(context: Any) -> dict[str, Any]:
         "what_if_rescales": len(chain_what_if.rescales),
         "differences": len(differ),
         "options": run["options"],
+        "stability": run.get("stability") or {},
         "decisions_store": run["decisions_store"],
     }
     log.info(

@@ -56,6 +56,18 @@ def test_dag_integrity(dags):
     assert type(dag.timetable).__name__ == "LateRunsTimetable" and dag.timetable.max_late_epochs == 4
 
 
+def _xcom(run, task_id):
+    """A task's return value in a ``dag.test()`` run (the metadata DB's XCom table)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key="return_value")
+        row = session.scalars(query).first()
+        assert row is not None, f"no return value of {task_id}"
+        return XComModel.deserialize_value(row)
+
+
 def _actions(data, job="auto"):
     return read_epochs(data / "store", ACTIONS, job).sort_by([("epoch", "ascending")]).to_pylist()
 
@@ -96,9 +108,15 @@ def test_what_if_recomputes_a_range_without_touching_live_decisions(dags, scalin
     first, last = min(d["epoch"] for d in live_before), max(d["epoch"] for d in live_before)
     start = datetime.fromtimestamp(first * INTERVAL_S, tz=UTC)
     end = datetime.fromtimestamp((last + 1) * INTERVAL_S, tz=UTC)
-    conf = {"job": "auto", "start": start.isoformat(), "end": end.isoformat(), "factor": 1.0}
+    conf = {"job": "auto", "start": start.isoformat(), "end": end.isoformat(), "factor": 1.0, "warmup_epochs": 0,
+            "activation_epochs": 1}  # fmt: skip
     run = dags["ds2_what_if"].test(run_conf=conf)
     assert run.state == "success"
+    summary = _xcom(run, "compare")
+    # The live chain rescaled once (1 -> 4); the what-if asks for 8, then, at the simulated 8, for about 8 again:
+    # one rescale, through rules set by the run (no warm-up), not the job's.
+    assert summary["live_rescales"] == 1 and summary["what_if_rescales"] >= 1, summary
+    assert summary["stability"] == {"activation_epochs": 1, "warmup_epochs": 0}
     what_if_root = scaling_env / "what-if"
     stores = list(what_if_root.iterdir())
     assert len(stores) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -288,3 +289,28 @@ def test_a_what_if_replays_the_whole_chain_and_counts_its_rescales():
     # A proposal that flips every epoch never gathers two agreeing epochs.
     flipping = [r for e in range(10, 16) for r in epoch_rows(e, (1, 4) if e % 2 else (1, 1))]
     assert replay(job(activation_epochs=2), flipping).rescales == []
+
+
+def test_a_what_if_sets_the_decide_rules_own_options_and_its_replay_counts_follow():
+    """The what-if DAG took only the policy's options: warm-up, activation, hysteresis and cooldown, which decide
+    how often the replayed chain rescales, kept the job's values whatever the run asked for."""
+    from autoscaler.decide.replay import replay
+    from ds2_airflow.dag_factory import what_if_params
+    from ds2_airflow.operators.policy import what_if_stability
+    from ds2_airflow.scaling import replayed_stability
+
+    base = job()
+    params = what_if_params([base])
+    assert {"warmup_epochs", "activation_epochs", "ignore_scale_down_by", "cooldown"} <= set(params)
+    asked = {"job": "wc", "activation_epochs": 2, "cooldown": 120, "factor": None}
+    stability = what_if_stability(base, asked)
+    assert stability == {"activation_epochs": 2, "cooldown": 120}
+    replayed = dataclasses.replace(base, stability=replayed_stability(base, stability))
+    assert replayed.stability.cooldown == timedelta(seconds=120)
+    assert replayed.stability.warmup_epochs == base.stability.warmup_epochs
+
+    # Proposals that flip 1 -> 4 -> 1 ... : the job's own rules (activation 1) rescale on every flip; the
+    # what-if's (two agreeing epochs, 2 min between rescales) never do.
+    flipping = [r | {"epoch": e} for e in range(10, 16) for r in rows(count=(1, 4) if e % 2 == 0 else (1, 1))]
+    assert len(replay(base, flipping).rescales) > 0
+    assert replay(replayed, flipping).rescales == []

@@ -143,7 +143,9 @@ class JobConfig:
 # reading and checking
 
 
-_STABILITY = (opt.WARMUP_EPOCHS, opt.ACTIVATION_EPOCHS, opt.IGNORE_SCALE_DOWN_BY, opt.COOLDOWN)
+# The decide rules' own options (policy.* in the config, held in JobConfig.stability, not PolicyOptions).
+STABILITY_OPTIONS = (opt.WARMUP_EPOCHS, opt.ACTIVATION_EPOCHS, opt.IGNORE_SCALE_DOWN_BY, opt.COOLDOWN)
+_STABILITY = STABILITY_OPTIONS
 # Every other policy.* option is the policy run's (a field of PolicyOptions): declared once, in config.options.
 _POLICY = tuple(o for o in opt.OPTIONS if o.key.startswith("policy.") and o not in _STABILITY)
 # Options that were removed, and what replaces them (a config still setting one gets this, not "unknown field").

@@ -26,7 +26,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from autoscaler.collect.flink import topology_path
 from autoscaler.config import paths
-from autoscaler.config.jobs import JobConfig, data_dir, find_job
+from autoscaler.config.jobs import STABILITY_OPTIONS, JobConfig, data_dir, find_job
 from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.engine import backfill
 from autoscaler.engine.spark.run import StoreRun
@@ -207,6 +207,13 @@ def what_if_options(job: JobConfig, params: dict[str, Any]) -> PolicyOptions:
     return dataclasses.replace(job.policy, **overrides)
 
 
+def what_if_stability(job: JobConfig, params: dict[str, Any]) -> dict[str, Any]:
+    """The decide rules' options a what-if sets (warm-up, activation, hysteresis, cooldown in seconds): what the
+    compare task's replay through the rules uses instead of the job's own. JSON, for the run's XCom."""
+    names = {o.name for o in STABILITY_OPTIONS}
+    return {name: params[name] for name in sorted(names) if params.get(name) not in (None, "")}
+
+
 def what_if_range(job: JobConfig, params: dict[str, Any], now: datetime) -> tuple[int, int]:
     """Epochs whose intervals lie in [start, end] (default: the last hour)."""
     end = datetime.fromisoformat(params["end"]) if params.get("end") else now
@@ -236,6 +243,7 @@ class WhatIfPolicyOperator(PolicyEngineOperator):
         params = dict(context.get("params") or {})
         job = what_if_job(params.get("job"), self.config_path)
         options = what_if_options(job, params)
+        stability = what_if_stability(job, params)
         first, last = what_if_range(job, params, datetime.now(UTC))
         run_id = safe_run_id(context)
         decisions = str(data_dir() / "what-if" / run_id)
@@ -243,7 +251,7 @@ class WhatIfPolicyOperator(PolicyEngineOperator):
         engine = self.run_policy(store_run(job, first, last, WHAT_IF, run_id, options, decisions), job)
         return {
             "job": job.name, "from_epoch": first, "to_epoch": last, "run_id": run_id, "decisions_store": decisions,
-            "options": options.to_json(), "engine": engine,
+            "options": options.to_json(), "stability": stability, "engine": engine,
         }  # fmt: skip
 
 
