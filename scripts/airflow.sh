@@ -570,8 +570,10 @@ cmd_token() {
   [ -n "$(our_daemons)" ] || die "not running (home $HOME_DIR): 'scripts/airflow.sh up' first"
   load_instance_env
   local body
-  body=$(curl -sf --max-time 10 -H 'Content-Type: application/json' \
-    -d "{\"username\":\"$ADMIN_USER\",\"password\":\"$(head -n1 "$ADMIN_PASSWORD_FILE")\"}" "$BASE_URL/auth/token") ||
+  # The login reaches curl on its stdin (JSON made by Python from the password file), never on a command line.
+  body=$("$PYTHON" -c 'import json, sys; print(json.dumps({"username": sys.argv[1], "password": open(sys.argv[2]).readline().strip()}))' \
+    "$ADMIN_USER" "$ADMIN_PASSWORD_FILE" |
+    curl -sf --max-time 10 -H 'Content-Type: application/json' -d @- "$BASE_URL/auth/token") ||
     die "POST $BASE_URL/auth/token failed"
   "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' <<<"$body"
 }

@@ -120,7 +120,9 @@ EOF
 }
 
 ready() { # Prometheus answers its readiness endpoint with the password
-  curl -fsS -m 3 -u "$USER_NAME:$(cat "$PASSWORD_FILE")" "http://127.0.0.1:$1/-/ready" >/dev/null 2>&1
+  # The login goes to curl as a config on its stdin (printf is a builtin): never on a command line in /proc.
+  printf 'user = "%s:%s"\n' "$USER_NAME" "$(cat "$PASSWORD_FILE")" |
+    curl -fsS -m 3 -K - "http://127.0.0.1:$1/-/ready" >/dev/null 2>&1
 }
 
 start_component() { # $1 name, rest: the command; a session of its own, its pid recorded

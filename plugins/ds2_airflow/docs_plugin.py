@@ -7,17 +7,24 @@ task into ``<DS2_DATA_DIR>/validation-docs`` (metric values and rule outcomes).
 They sit behind Airflow's own authentication, like every other page of the api-server: a
 request needs the session cookie the UI holds after login, or an ``Authorization: Bearer``
 token; an anonymous one gets 401. Paths are resolved inside the docs folder only.
+
+A page of one job's validations or expectations (``validations/<suite>/<job>/...``,
+``expectations/<suite>/<job>.html``) is served to a user who may read that job's DAG, as the job
+views are; the site's index and any other page, which list every job, only to a user who may read
+every registered job's DAG. Styles, fonts and images are served to any logged-in user.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from airflow.api_fastapi.core_api.security import requires_authenticated
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
+from autoscaler.config.jobs import config_path, load_jobs
 from ds2_airflow.provider_config import export_to_environment
 from ds2_airflow.runtime import DOCS_URL_PREFIX, docs_dir
 
@@ -35,6 +42,31 @@ def docs_page(folder: Path, path: str) -> Path:
     return target
 
 
+STATIC = "static"
+
+
+def page_job(path: str) -> str | None:
+    """The job a Data Docs page shows: a name, STATIC for the site's assets, None for a page of every job."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:1] == ["static"]:
+        return STATIC
+    if len(parts) >= 4 and parts[0] == "validations":
+        return parts[2]
+    if len(parts) == 3 and parts[0] == "expectations" and parts[2].endswith(".html"):
+        return parts[2].removesuffix(".html")
+    return None
+
+
+def may_read(path: str, readable: set[str], dag_ids: dict[str, str]) -> bool:
+    """Whether a user who may read the DAGs ``readable`` may read the page (``dag_ids``: job -> its DAG)."""
+    job = page_job(path)
+    if job == STATIC:
+        return True
+    if job is not None and job in dag_ids:
+        return dag_ids[job] in readable
+    return set(dag_ids.values()) <= readable
+
+
 def docs_app() -> FastAPI:
     export_to_environment()
     folder = docs_dir()
@@ -42,8 +74,13 @@ def docs_app() -> FastAPI:
     app = FastAPI(title="DS2 validation Data Docs", dependencies=[Depends(requires_authenticated())])
 
     @app.get("/{path:path}", include_in_schema=False)
-    def page(path: str) -> FileResponse:
-        return FileResponse(docs_page(folder, path))
+    def page(path: str, user: GetUserDep) -> FileResponse:
+        target = docs_page(folder, path)
+        if page_job(path) != STATIC:
+            readable = set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+            if not may_read(path, readable, {job.name: job.dag_id for job in load_jobs(config_path())}):
+                raise HTTPException(status_code=403, detail="no read access to the DAG of the job this page shows")
+        return FileResponse(target)
 
     return app
 

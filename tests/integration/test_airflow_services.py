@@ -11,6 +11,7 @@ import textwrap
 import time
 
 import pytest
+import requests
 
 from tests.conftest import ROOT
 from tests.integration.airflow_fixtures import load_screenshot_module, process_alive
@@ -84,6 +85,12 @@ def test_airflow_services_up_run_screenshot_down(airflow_server_factory, tmp_pat
     assert {t["task_id"]: t["state"] for t in tis["task_instances"]} == {"answer": "success", "check": "success"}
     xcom = server.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/answer/xcomEntries/return_value")
     assert xcom["value"] in (42, "42")
+
+    # 'scripts/airflow.sh token' logs in with the generated password (handed to curl on its stdin, never
+    # on a command line) and its JWT reads the API.
+    token = server.script("token").stdout.strip()
+    r = requests.get(f"{server.base_url}/api/v2/dags/{DAG_ID}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert r.status_code == 200 and r.json()["dag_id"] == DAG_ID, r.text
 
     # The CLI against the same home sees the same DAG, and so does the printed hint.
     assert DAG_ID in server.airflow("dags", "list", "-o", "plain").stdout

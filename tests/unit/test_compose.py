@@ -504,6 +504,8 @@ def test_the_local_cluster_mode_runs_what_the_compose_file_describes(services):
     redis = services["redis"]
     assert ("./conf/redis/redis.conf", "/usr/local/etc/redis/redis.conf") in mounts(redis)
     assert "/usr/local/etc/redis/redis.conf" in " ".join(redis["command"])
+    # The password is written into an owner-only copy of the settings, never onto redis-server's command line.
+    assert "--requirepass" not in " ".join(redis["command"]) and "umask 077" in redis["command"][-1]
     assert "SHARED_CONF=$ROOT/conf/redis/redis.conf" in (ROOT / "scripts" / "redis.sh").read_text()
     assert "appendonly yes" in (ROOT / "conf" / "redis" / "redis.conf").read_text()
     assert not redis.get("ports"), "the broker is reachable inside the compose network only"

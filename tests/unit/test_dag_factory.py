@@ -259,3 +259,49 @@ def test_a_fleet_started_run_takes_its_epoch_from_the_fleet_run():
     assert fleet_handoff(own) is None and epoch_for(job, own) == 9
     with pytest.raises(ValueError, match="epoch must be a non-negative integer"):
         epoch_for(job, {"dag_run": SimpleNamespace(conf={"fleet_run": "x", "epoch": "7; rm"})})
+
+
+def test_a_user_reads_only_the_data_docs_of_jobs_whose_dag_they_may_read(tmp_path, monkeypatch):
+    """Any logged-in user could read every job's validation pages; now a page of one job needs read access to
+    that job's DAG, as the job views do, and the site's index (every job) read access to all of them."""
+    from airflow.api_fastapi.core_api.security import get_user, requires_authenticated
+    from fastapi.testclient import TestClient
+
+    from ds2_airflow import docs_plugin
+
+    data = tmp_path / "data"
+    pages = {"validations/ds2-metrics/a/a-epoch-1/t/page.html": "a's epoch", "expectations/ds2-metrics/b.html": "b's suite",
+             "index.html": "every job", "static/styles/site.css": "css"}  # fmt: skip
+    for path, text in pages.items():
+        (data / "validation-docs" / path).parent.mkdir(parents=True, exist_ok=True)
+        (data / "validation-docs" / path).write_text(text)
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(yaml.safe_dump({"jobs": [entry("a"), entry("b")]}))
+    monkeypatch.setenv("DS2_DATA_DIR", str(data))
+    monkeypatch.setenv("DS2_JOBS_CONFIG", str(jobs))
+
+    class AuthManager:
+        def __init__(self):
+            self.readable: set[str] = set()
+
+        def get_authorized_dag_ids(self, user, method):
+            assert method == "GET"
+            return self.readable
+
+    manager = AuthManager()
+    monkeypatch.setattr(docs_plugin, "get_auth_manager", lambda: manager)
+    app = docs_plugin.docs_app()
+    app.dependency_overrides[requires_authenticated()] = lambda: None
+    app.dependency_overrides[get_user] = lambda: object()
+    client = TestClient(app)
+
+    def status(path):
+        return client.get(f"/{path}").status_code
+
+    manager.readable = {"ds2_a"}
+    assert [status(p) for p in pages] == [200, 403, 403, 200]
+    manager.readable = {"ds2_b"}
+    assert [status(p) for p in pages] == [403, 200, 403, 200]
+    manager.readable = {"ds2_a", "ds2_b"}
+    assert [status(p) for p in pages] == [200, 200, 200, 200]
+    assert client.get("/validations/ds2-metrics/a/a-epoch-1/t/page.html").text == "a's epoch"

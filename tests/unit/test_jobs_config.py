@@ -147,7 +147,26 @@ def test_a_sql_job_needs_no_flags():
     assert "GROUP BY user_id" in job.deployment.base_args[1]
 
 
-def test_a_sql_job_is_checked(tmp_path):
+def test_a_sql_file_outside_the_sql_folder_is_refused(tmp_path, monkeypatch):
+    """Whoever edits the jobs file chooses what is submitted to Flink; it may name only the SQL folder's files."""
+    outside = tmp_path / "elsewhere.sql"
+    outside.write_text("SET 'pipeline.name' = 'ds2-sql-user-counts';\nINSERT INTO t SELECT 1;\n")
+    with pytest.raises(InputError, match=r"sql_file: .*elsewhere.sql is outside the SQL folder .* \(setting sql_dir\)"):
+        sql_job(outside)
+    # A link inside the folder to a file outside it is followed, and refused.
+    folder = tmp_path / "sql"
+    folder.mkdir()
+    (folder / "link.sql").symlink_to(outside)
+    monkeypatch.setenv("DS2_SQL_DIR", str(folder))
+    with pytest.raises(InputError, match="is outside the SQL folder"):
+        sql_job(folder / "link.sql")
+    (folder / "link.sql").unlink()
+    (folder / "q.sql").write_text(outside.read_text())
+    assert sql_job(folder / "q.sql").deployment.base_args[0] == "--sql"
+
+
+def test_a_sql_job_is_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("DS2_SQL_DIR", str(tmp_path))
     script = tmp_path / "q.sql"
     script.write_text("SET 'pipeline.name' = 'other';\nINSERT INTO t SELECT 1;\n")
     with pytest.raises(InputError, match=r"the script names its job 'other'.*but flink_job_name is 'ds2-sql-user-counts'"):

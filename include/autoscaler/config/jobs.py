@@ -161,7 +161,7 @@ def _path(value: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
-def _sql_program(f: Fields, flink_job_name: str, base: Path) -> dict[str, Any] | None:
+def _sql_program(f: Fields, flink_job_name: str, base: Path, config: Path | None) -> dict[str, Any] | None:
     """A job given as a SQL script: the SQL runner jar with the script's text, and no flags.
 
     ``sql_file`` is one script or a list read as one in order (a shared file of tables, then a query).
@@ -178,8 +178,14 @@ def _sql_program(f: Fields, flink_job_name: str, base: Path) -> dict[str, Any] |
     for key in ("jar", "jar_id", "entry_class", "base_args", "parallelism_args"):
         if key in f.data:
             raise f.error(key, "a job given by sql_file runs the SQL runner jar with its script: remove it")
+    scripts = [_path(v, base) for v in files]
+    allowed = paths.sql_dir(config)
+    outside = [str(p) for p in scripts if not p.resolve().is_relative_to(allowed)]
+    if outside:
+        raise f.error("sql_file", f"{outside[0]} is outside the SQL folder {allowed} (setting {paths.SQL_DIR.key}): "
+                                  "a jobs file names no other file to submit")  # fmt: skip
     try:
-        script = sql.read_scripts([_path(v, base) for v in files])
+        script = sql.read_scripts(scripts)
     except InputError as exc:
         raise f.error("sql_file", f"{exc.source}: {exc.problem}") from None
     named = sql.pipeline_name(script)
@@ -218,7 +224,7 @@ def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
     return options, stability
 
 
-def _job(entry: Any, index: int, source: str, base: Path) -> JobConfig:
+def _job(entry: Any, index: int, source: str, base: Path, config: Path | None = None) -> JobConfig:
     name = entry.get("name") if isinstance(entry, Mapping) else None
     where = f"{source}: job {name!r}" if isinstance(name, str) else f"{source}: jobs[{index}]"
     f = Fields(entry, where)
@@ -233,7 +239,7 @@ def _job(entry: Any, index: int, source: str, base: Path) -> JobConfig:
     jar_id = f.text("jar_id")
     program = {"parallelism_args": f.mapping("parallelism_args"), "base_args": f.strings("base_args"),
                "jar_path": _path(jar, base) if jar else None, "jar_id": jar_id, "entry_class": f.text("entry_class")}  # fmt: skip
-    program = _sql_program(f, flink_job_name, base) or program
+    program = _sql_program(f, flink_job_name, base, config) or program
     try:
         deployment = JobDeployment(
             job_name=flink_job_name,
@@ -313,7 +319,9 @@ def _check_validation(config: JobConfig, where: str) -> None:
         raise InputError(where, f"{exc.source}: {exc.problem}") from None
 
 
-def parse_jobs_each(data: Any, source: str, base: Path | None = None) -> tuple[list[JobConfig], list[InputError]]:
+def parse_jobs_each(
+    data: Any, source: str, base: Path | None = None, config: Path | None = None
+) -> tuple[list[JobConfig], list[InputError]]:
     """The good jobs and one error per bad entry: a bad entry costs only itself. Relative paths are taken
     against ``base`` (default: that of the configured jobs file, :func:`paths.base_dir`)."""
     base = base or paths.base_dir()
@@ -327,7 +335,7 @@ def parse_jobs_each(data: Any, source: str, base: Path | None = None) -> tuple[l
     seen: dict[str, str] = {}
     for i, entry in enumerate(data["jobs"]):
         try:
-            job = _job(entry, i, source, base)
+            job = _job(entry, i, source, base, config)
         except InputError as exc:
             errors.append(exc)
             continue
@@ -350,15 +358,15 @@ def parse_jobs_each(data: Any, source: str, base: Path | None = None) -> tuple[l
     return jobs, errors
 
 
-def parse_jobs(data: Any, source: str, base: Path | None = None) -> list[JobConfig]:
-    jobs, errors = parse_jobs_each(data, source, base)
+def parse_jobs(data: Any, source: str, base: Path | None = None, config: Path | None = None) -> list[JobConfig]:
+    jobs, errors = parse_jobs_each(data, source, base, config)
     if errors:
         raise errors[0]
     return jobs
 
 
-def _read_config(path: str | Path | None) -> tuple[Any, str, Path]:
-    """The file's data, its name for messages (relative to the checkout when in it) and its paths' base."""
+def _read_config(path: str | Path | None) -> tuple[Any, str, Path, Path]:
+    """The file's data, its name for messages (relative to the checkout when in it), its paths' base, itself."""
     path = Path(path) if path else config_path()
     base = paths.base_dir(path)
     root = paths.checkout()
@@ -377,7 +385,7 @@ def _read_config(path: str | Path | None) -> tuple[Any, str, Path]:
     except (ValueError, OverflowError) as exc:
         # PyYAML builds dates and numbers itself: e.g. start_date: 2026-13-45 -> "month must be in 1..12".
         raise InputError(str(rel), f"a value YAML reads as a date or number is out of range ({exc})") from None
-    return data, str(rel), base
+    return data, str(rel), base, path
 
 
 def load_jobs(path: str | Path | None = None) -> list[JobConfig]:

@@ -60,7 +60,13 @@ SPARK_CONF_DIR = Setting(
     "conf/spark; installed: Spark's defaults.",
     "/opt/airflow/ds2-spark-conf",
 )  # fmt: skip
-SETTINGS = (JOBS_FILE, DATA_DIR, JARS_DIR, SPARK_CONF_DIR)
+SQL_DIR = Setting(
+    "sql_dir", "DS2_SQL_DIR",
+    "The folder every job's sql_file must lie in (symbolic links followed): a jobs file names no other file to "
+    "submit to Flink. Default in a checkout: the repository; installed: the jobs file's folder.",
+    "/opt/airflow/ds2/sql",
+)  # fmt: skip
+SETTINGS = (JOBS_FILE, DATA_DIR, JARS_DIR, SPARK_CONF_DIR, SQL_DIR)
 
 
 def checkout() -> Path | None:
@@ -141,3 +147,12 @@ def spark_conf_dir() -> Path | None:
         return path
     root = checkout()
     return root / "conf" / "spark" if root is not None else None
+
+
+def sql_dir(config: Path | None = None) -> Path:
+    """Where the jobs' SQL scripts must lie: the setting, else the checkout, else the jobs file's folder."""
+    path = _from_env(SQL_DIR)
+    if path is not None:
+        return path.resolve()
+    root = checkout()
+    return root if root is not None else (config or jobs_file()).resolve().parent
