@@ -62,7 +62,7 @@ STOP_TIMEOUT=${AIRFLOW_STOP_TIMEOUT:-30}
 FLINK_PORT=${FLINK_REST_PORT:-8081}
 ADMIN_USER=admin
 # The admin's password: generated once per instance (AIRFLOW_HOME) and kept, readable by its owner
-# only, in this file; AIRFLOW_ADMIN_PASSWORD sets it instead (the demo uses "admin").
+# only, in this file; AIRFLOW_ADMIN_PASSWORD sets it instead.
 ADMIN_PASSWORD_FILE=$HOME_DIR/admin-password
 # More users, "name:role,..." (roles of the SimpleAuthManager: viewer, user, op, admin), each with a
 # generated password kept in USER_PASSWORDS_DIR/<name>: e.g. an approver and a colleague who is not.

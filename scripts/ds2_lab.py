@@ -123,7 +123,7 @@ def run_side_by_side(
         Stack(folder, 0, 0, {}).down()
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    env = {"DS2_DATA_DIR": str(folder), "DS2_JOBS_CONFIG": str(folder / "jobs.yaml"), "AIRFLOW_ADMIN_PASSWORD": "admin",
+    env = {"DS2_DATA_DIR": str(folder), "DS2_JOBS_CONFIG": str(folder / "jobs.yaml"),
            "FLINK_SLOTS": str(8 * (len(policies) + 1))}  # fmt: skip
     stack = Stack(folder, free_port(8081), free_port(8080), env)
     t0 = time.monotonic()

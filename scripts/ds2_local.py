@@ -166,8 +166,8 @@ def demo(args: argparse.Namespace) -> int:
     out.mkdir(parents=True)
     rates = [int(r) for r in args.rates.split(",")]
     steps = [(i * args.phase, rate) for i, rate in enumerate(rates)]
-    # The demo keeps admin/admin (a throw-away instance); 'up' generates a password per install.
-    demo_env = {"DS2_DATA_DIR": str(out), "DS2_JOBS_CONFIG": str(out / "jobs.yaml"), "AIRFLOW_ADMIN_PASSWORD": "admin"}
+    # A password generated per demo folder, as 'up' does (make demo-ui leaves this instance up: no admin/admin).
+    demo_env = {"DS2_DATA_DIR": str(out), "DS2_JOBS_CONFIG": str(out / "jobs.yaml")}
     stack = Stack(out, free_port(8081), free_port(8080), demo_env)
     t_start = time.monotonic()
     generator: subprocess.Popen | None = None
@@ -210,7 +210,10 @@ def demo(args: argparse.Namespace) -> int:
         (out / "jobs.yaml").write_text(yaml.safe_dump({"version": 1, "jobs": [entry]}, sort_keys=False))
         log("starting the warm Spark engine (a Spark Connect server) for the policy")
         stack.spark_up()
-        log(f"starting Airflow ({stack.airflow_url}, admin/admin); DAG ds2_demo runs every {args.interval} s")
+        log(
+            f"starting Airflow ({stack.airflow_url}, user admin, password in {stack.folder / 'airflow' / 'admin-password'}); "
+            f"DAG ds2_demo runs every {args.interval} s"
+        )
         stack.airflow_up()
         end = schedule_start.timestamp() + len(steps) * args.phase
         store = out / "store"
@@ -253,7 +256,11 @@ def demo(args: argparse.Namespace) -> int:
         print("\n" + loop_report.summary(ps, rows), flush=True)
         log(f"report: {out / 'report.md'}; chart: {png}")
         if args.keep_ui:
-            log(f"kept running: Airflow {stack.airflow_url} (admin/admin), Flink {stack.flink_url}; stop with: make down")
+            password = stack.folder / "airflow" / "admin-password"
+            log(
+                f"kept running: Airflow {stack.airflow_url} (user admin, password in {password}), Flink {stack.flink_url}; "
+                "stop with: make down"
+            )
         return 0
     finally:
         if generator is not None and generator.poll() is None:

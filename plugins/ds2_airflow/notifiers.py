@@ -15,13 +15,13 @@ extra). Sending never fails the task that found the problem: the alert is in the
 from __future__ import annotations
 
 import html
-import json
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.config.sections import Alerts
+from autoscaler.observe import alert_log
 from autoscaler.observe.alerts import Alert
 from ds2_airflow.runtime import data_dir
 
@@ -66,10 +66,7 @@ def send_alerts(alerts: Sequence[Alert], settings: Alerts | None, context: Any) 
     for line in lines:
         log.error("ALERT %s %s (epoch %s): %s", line["job"], line["kind"], line["epoch"], line["problem"])
     try:
-        path = data_dir() / "alerts.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write("".join(json.dumps(line) + "\n" for line in lines))
+        alert_log.append(data_dir() / "alerts.jsonl", lines)  # rotated (autoscaler.observe.alert_log)
     except OSError as exc:
         log.error("alerts not written to the alerts file: %s", exc)
     if settings is not None and settings.email:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from autoscaler.observe import alert_log
 from autoscaler.store.parquet import epoch_span, read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, FAILED, METRICS, RECOMMENDED, ROLLED_BACK, SUCCEEDED, VALIDATIONS
 
@@ -235,12 +236,9 @@ def recent_alerts(path: str | Path, since_s: float, now: datetime | None = None)
 
     A line that is not an alert (torn by a crash, edited by hand) is skipped: the page must still load.
     """
-    path = Path(path)
-    if not path.is_file():
-        return {}
     cutoff = (now or datetime.now(UTC)) - timedelta(seconds=since_s)
     out: dict[str, list[dict[str, Any]]] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in alert_log.lines(path):  # both generations of the rotated file
         try:
             alert = json.loads(line)
             at = datetime.fromisoformat(alert["at"])
