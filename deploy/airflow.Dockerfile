@@ -44,7 +44,7 @@ COPY --chown=airflow:0 spark_jobs /opt/ds2/spark_jobs
 COPY --chown=airflow:0 bin /opt/ds2/bin
 COPY --chown=airflow:0 conf /opt/ds2/conf
 COPY --chown=airflow:0 deploy /opt/ds2/deploy
-RUN pip install --no-cache-dir --no-deps -e /opt/ds2
+RUN pip install --no-cache-dir --no-deps -e /opt/ds2 && rm -rf /opt/ds2/ds2_autoscaler.egg-info
 
 # The project's conventions inside the containers (docker-compose.yaml sets the same).
 ENV DS2_DATA_DIR=/opt/ds2/data \

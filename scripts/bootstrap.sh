@@ -63,5 +63,9 @@ echo "bootstrap: [2/3] installing $(grep -c '==' requirements.txt) pinned packag
 quiet_pip install -q -r requirements.txt
 echo "bootstrap: [3/3] installing the project's core (include/) in development mode" >&2
 quiet_pip install -q --no-deps -e .
+# setuptools also leaves the project's metadata in ./ds2_autoscaler.egg-info: a process with the repository on
+# its path (pytest, python -c) would see the provider's entry points twice, and Airflow would report each
+# plugin as "already registered". The editable install's own metadata is in .venv.
+rm -rf ds2_autoscaler.egg-info
 echo "$want" > "$stamp"
 echo "bootstrap: environment ready in .venv in $((SECONDS - t0)) s" >&2

@@ -31,6 +31,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   quiet "$VENV/bin/python" -m pip install -q --upgrade pip
   quiet "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements.txt"
   quiet "$VENV/bin/python" -m pip install -q --no-deps -e "$ROOT"
+  rm -rf "$ROOT/ds2_autoscaler.egg-info" # as scripts/bootstrap.sh: the install's metadata is in the venv
   echo "$want" >"$stamp"
 fi
 log "unit suite on $("$VENV/bin/python" --version)"

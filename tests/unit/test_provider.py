@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import tomllib
 import zipfile
@@ -151,3 +152,17 @@ def test_the_runtime_ranges_hold_the_pinned_versions():
         pinned = pins.get(requirement.name.lower().replace("_", "-"))
         assert pinned is not None, f"{requirement.name} is declared but not pinned in requirements.txt"
         assert requirement.specifier.contains(pinned, prereleases=True), f"{text} excludes the pinned {pinned}"
+
+
+def test_the_checkout_registers_each_plugin_once(tmp_path):
+    """In the checkout the plugins come from the editable install's entry points; the plugins folder skips the
+    package (plugins/.airflowignore) and no second copy of the metadata sits in the repository: else Airflow
+    reports every plugin as "already registered"."""
+    code = ("import json; from airflow import plugins_manager as pm; plugins, errors = pm._get_plugins(); "
+            "print(json.dumps([sorted(p.name for p in plugins if p.name.startswith('ds2_')), errors]))")  # fmt: skip
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "false", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    out = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout  # fmt: skip
+    names, errors = json.loads(out.strip().splitlines()[-1])
+    assert names == ["ds2_timetables", "ds2_validation_docs", "ds2_views"] and errors == {}, errors
