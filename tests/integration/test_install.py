@@ -146,7 +146,7 @@ def test_the_api_server_lists_the_plugins_from_the_entry_points(installed):
         assert all("EntryPoint" in p["source"] for p in ours.values()), ours
         assert [a["name"] for a in ours["ds2_views"]["fastapi_apps"]] == ["DS2 autoscaler views"]
         # Served behind authentication: no token, no view.
-        assert requests.get(f"{base}/ds2-views/", timeout=30).status_code in (401, 403)
+        assert requests.get(f"{base}/ds2-views/fleet", timeout=30).status_code in (401, 403)
         import_errors = requests.get(f"{base}/api/v2/plugins/importErrors", headers=headers, timeout=30).json()
         assert import_errors["total_entries"] == 0, import_errors
     finally:
@@ -177,7 +177,10 @@ def test_a_five_line_dag_file_rescales_a_real_flink_job(installed, flink, tmp_pa
     })  # fmt: skip
     installed.airflow("db", "migrate", timeout=600)
     installed.run(str(installed.venv / "bin" / "python"), "-m", "ds2_airflow.bootstrap")
+    # The DAG processor's work, once: the user's file parsed into the metadata DB, with no import error.
+    installed.airflow("dags", "reserialize", timeout=600)
     assert "ds2_auto" in installed.airflow("dags", "list", "-o", "plain")
+    assert "No data found" in installed.airflow("dags", "list-import-errors", "-o", "plain")
 
     flink.cancel_all()
     flink.start_job(HONEST_UNDERPROVISIONED)
