@@ -108,15 +108,14 @@ def test_what_if_recomputes_a_range_without_touching_live_decisions(dags, scalin
     first, last = min(d["epoch"] for d in live_before), max(d["epoch"] for d in live_before)
     start = datetime.fromtimestamp(first * INTERVAL_S, tz=UTC)
     end = datetime.fromtimestamp((last + 1) * INTERVAL_S, tz=UTC)
-    conf = {"job": "auto", "start": start.isoformat(), "end": end.isoformat(), "factor": 1.0, "warmup_epochs": 0,
-            "activation_epochs": 1}  # fmt: skip
+    conf = {"job": "auto", "start": start.isoformat(), "end": end.isoformat(), "factor": 1.0, "cooldown": 3600}
     run = dags["ds2_what_if"].test(run_conf=conf)
     assert run.state == "success"
     summary = _xcom(run, "compare")
-    # The live chain rescaled once (1 -> 4); the what-if asks for 8, then, at the simulated 8, for about 8 again:
-    # one rescale, through rules set by the run (no warm-up), not the job's.
-    assert summary["live_rescales"] == 1 and summary["what_if_rescales"] >= 1, summary
-    assert summary["stability"] == {"activation_epochs": 1, "warmup_epochs": 0}
+    # Through the decide rules: the job's own (no cooldown) replay the live proposals into at least the rescale
+    # the job made; the run's hour of cooldown allows one rescale in this range, whatever the proposals.
+    assert summary["live_rescales"] >= 1 and summary["what_if_rescales"] == 1, summary
+    assert summary["stability"] == {"cooldown": 3600}
     what_if_root = scaling_env / "what-if"
     stores = list(what_if_root.iterdir())
     assert len(stores) == 1
