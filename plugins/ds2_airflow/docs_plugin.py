@@ -16,9 +16,11 @@ every registered job's DAG. Styles, fonts and images are served to any logged-in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
@@ -57,14 +59,15 @@ def page_job(path: str) -> str | None:
     return None
 
 
-def may_read(path: str, readable: set[str], dag_ids: dict[str, str]) -> bool:
-    """Whether a user who may read the DAGs ``readable`` may read the page (``dag_ids``: job -> its DAG)."""
+def may_read(path: str, can_read: Callable[[str], bool], dag_ids: dict[str, str]) -> bool:
+    """Whether a user may read the page: ``can_read(dag_id)`` asks the auth manager about one DAG (whether or
+    not it is in the metadata DB yet); ``dag_ids`` maps the registered jobs to their DAGs."""
     job = page_job(path)
     if job == STATIC:
         return True
     if job is not None and job in dag_ids:
-        return dag_ids[job] in readable
-    return set(dag_ids.values()) <= readable
+        return can_read(dag_ids[job])
+    return all(can_read(dag_id) for dag_id in dag_ids.values())
 
 
 def docs_app() -> FastAPI:
@@ -77,8 +80,12 @@ def docs_app() -> FastAPI:
     def page(path: str, user: GetUserDep) -> FileResponse:
         target = docs_page(folder, path)
         if page_job(path) != STATIC:
-            readable = set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
-            if not may_read(path, readable, {job.name: job.dag_id for job in load_jobs(config_path())}):
+            manager = get_auth_manager()
+
+            def can_read(dag_id: str) -> bool:
+                return manager.is_authorized_dag(method="GET", user=user, details=DagDetails(id=dag_id))
+
+            if not may_read(path, can_read, {job.name: job.dag_id for job in load_jobs(config_path())}):
                 raise HTTPException(status_code=403, detail="no read access to the DAG of the job this page shows")
         return FileResponse(target)
 

@@ -107,6 +107,7 @@ def test_sql_jobs_without_flags_are_scaled_up_by_savepoint_and_down_in_place(
     # measurement noise. 10 % headroom makes it short; the light job's 0.13 stays 1 with or without.
     entries = [entry(flink, "sqlup", heavy, "savepoint-restart", factor=0.1), entry(flink, "sqldown", light, "in-place")]
     env = environment(flink, data / "jobs.yaml", data, entries, spark_engine.connection)
+    env["DS2_SQL_DIR"] = str(data)  # the scripts this test wrote: the jobs file may name only that folder's
     store = data / "store"
     server = airflow_server_factory(dags_folder=ROOT / "dags", extra_env=env)
     server.wait_dag("ds2_sqlup")

@@ -284,9 +284,9 @@ def test_a_user_reads_only_the_data_docs_of_jobs_whose_dag_they_may_read(tmp_pat
         def __init__(self):
             self.readable: set[str] = set()
 
-        def get_authorized_dag_ids(self, user, method):
+        def is_authorized_dag(self, *, method, user, details):
             assert method == "GET"
-            return self.readable
+            return details.id in self.readable
 
     manager = AuthManager()
     monkeypatch.setattr(docs_plugin, "get_auth_manager", lambda: manager)
