@@ -303,7 +303,7 @@ def test_a_what_if_sets_the_decide_rules_own_options_and_its_replay_counts_follo
     params = what_if_params([base])
     assert {"warmup_epochs", "activation_epochs", "ignore_scale_down_by", "cooldown"} <= set(params)
     asked = {"job": "wc", "activation_epochs": 2, "cooldown": 120, "factor": None}
-    stability = what_if_stability(base, asked)
+    stability = what_if_stability(asked)
     assert stability == {"activation_epochs": 2, "cooldown": 120}
     replayed = dataclasses.replace(base, stability=replayed_stability(base, stability))
     assert replayed.stability.cooldown == timedelta(seconds=120)

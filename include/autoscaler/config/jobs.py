@@ -145,9 +145,8 @@ class JobConfig:
 
 # The decide rules' own options (policy.* in the config, held in JobConfig.stability, not PolicyOptions).
 STABILITY_OPTIONS = (opt.WARMUP_EPOCHS, opt.ACTIVATION_EPOCHS, opt.IGNORE_SCALE_DOWN_BY, opt.COOLDOWN)
-_STABILITY = STABILITY_OPTIONS
 # Every other policy.* option is the policy run's (a field of PolicyOptions): declared once, in config.options.
-_POLICY = tuple(o for o in opt.OPTIONS if o.key.startswith("policy.") and o not in _STABILITY)
+_POLICY = tuple(o for o in opt.OPTIONS if o.key.startswith("policy.") and o not in STABILITY_OPTIONS)
 # Options that were removed, and what replaces them (a config still setting one gets this, not "unknown field").
 _REPLACED = {
     "max_scale_down_step": "removed: scale-down limits have one option, max_scale_down_factor (a fraction of the "
@@ -216,7 +215,7 @@ def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
         options = PolicyOptions(**values)
     except InputError as exc:
         raise f.error(exc.source.lstrip("-").replace("-", "_"), exc.problem) from None
-    stability = {o.name: f.option(o) for o in _STABILITY}
+    stability = {o.name: f.option(o) for o in STABILITY_OPTIONS}
     if stability["ignore_scale_down_by"] is None:
         stability["ignore_scale_down_by"] = kind_default(options.kind, "ignore_scale_down_by", 0)
     stability = Stability(**stability)

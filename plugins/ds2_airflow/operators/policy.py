@@ -207,7 +207,7 @@ def what_if_options(job: JobConfig, params: dict[str, Any]) -> PolicyOptions:
     return dataclasses.replace(job.policy, **overrides)
 
 
-def what_if_stability(job: JobConfig, params: dict[str, Any]) -> dict[str, Any]:
+def what_if_stability(params: dict[str, Any]) -> dict[str, Any]:
     """The decide rules' options a what-if sets (warm-up, activation, hysteresis, cooldown in seconds): what the
     compare task's replay through the rules uses instead of the job's own. JSON, for the run's XCom."""
     names = {o.name for o in STABILITY_OPTIONS}
@@ -243,7 +243,7 @@ class WhatIfPolicyOperator(PolicyEngineOperator):
         params = dict(context.get("params") or {})
         job = what_if_job(params.get("job"), self.config_path)
         options = what_if_options(job, params)
-        stability = what_if_stability(job, params)
+        stability = what_if_stability(params)
         first, last = what_if_range(job, params, datetime.now(UTC))
         run_id = safe_run_id(context)
         decisions = str(data_dir() / "what-if" / run_id)
