@@ -6,7 +6,7 @@ EXAMPLE := examples/ds2-wordcount
 
 .PHONY: setup demo demo-ui offline test test-faults test-kafka test-install test-py313 wheel test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
-	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status cluster-up cluster-status cluster-down cluster-test
+	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status s3proxy-up s3proxy-down s3proxy-status cluster-up cluster-status cluster-down cluster-test
 
 setup:
 	@scripts/bootstrap.sh
@@ -133,6 +133,15 @@ prometheus-down:
 	scripts/prometheus.sh down
 prometheus-status:
 	scripts/prometheus.sh status
+
+## A local S3-compatible object store (S3Proxy 4.1.0 over a folder, loopback, SigV4; jar from Maven Central):
+## scripts/s3proxy.sh. DS2_STORE=s3://ds2/store with its client env puts the store there (docs/object-store.md).
+s3proxy-up:
+	scripts/s3proxy.sh up
+s3proxy-down:
+	scripts/s3proxy.sh down
+s3proxy-status:
+	scripts/s3proxy.sh status
 
 ## A local Kafka 4.4 broker (KRaft, loopback, SASL/SCRAM; jars from Maven Central): scripts/kafka.sh.
 kafka-up: setup

@@ -106,6 +106,7 @@ UNDERPROVISIONED = ["--rate", "20000", "--count-wait-us", "175", "--count-parall
 # A real local Airflow (api-server, scheduler, dag-processor, triggerer) per test session.
 from tests.integration.airflow_fixtures import airflow_server_factory, airflow_services, postgres_server  # noqa: E402, F401
 from tests.integration.kafka_fixtures import kafka  # noqa: E402, F401
+from tests.integration.object_store_fixtures import object_env, object_store  # noqa: E402, F401
 
 
 @dataclass

@@ -30,6 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from autoscaler.errors import InputError
+from autoscaler.store import delta
 from autoscaler.store.commit import clean_leftovers, recover, set_aside, staging_for, swap_in
 from autoscaler.store.memory import MemoryStore
 from autoscaler.store.schemas import Table
@@ -53,6 +54,9 @@ def epoch_block(epoch: int) -> int:
 
 
 def table_dir(root: str | Path, table: Table) -> Path:
+    """A table's folder in a local store. A store on an object store has none: what needs one says so."""
+    if delta.is_store_url(root):
+        raise InputError("store", f"{root}: this step works on a local store's {table.name} folder, not on an object store")
     return Path(root) / table.name
 
 
@@ -99,7 +103,8 @@ def conform(table: Table, data: pa.Table, source: str) -> pa.Table:
 def write_epochs(root: str | Path | MemoryStore, table: Table, job: str, data: pa.Table) -> list[int]:
     """Write rows of one job, replacing every epoch they contain. Returns the epochs written.
 
-    ``root``: the store's folder, or a :class:`MemoryStore` (the lab's simulator), which takes the call.
+    ``root``: the store's folder, its URL on an object store (:mod:`autoscaler.store.delta`), or a
+    :class:`MemoryStore` (the lab's simulator), which takes the call.
     """
     if isinstance(root, MemoryStore):
         return root.write_epochs(table, job, data)
@@ -109,6 +114,8 @@ def write_epochs(root: str | Path | MemoryStore, table: Table, job: str, data: p
         if jobs - {job}:
             raise InputError(table.name, f"rows for job {job!r} contain other jobs {sorted(jobs - {job})}")
     rows = conform(table, data, source=f"{table.name} rows for job {job!r}")
+    if delta.is_store_url(root):
+        return delta.write_epochs(str(root), table, job, with_partitions(table, job, rows))
     epochs = sorted(set(rows.column("epoch").to_pylist()))
     blocks: dict[int, list[int]] = {}
     for epoch in epochs:
@@ -127,6 +134,13 @@ def write_epochs(root: str | Path | MemoryStore, table: Table, job: str, data: p
             write_block_file(block_rows, staged / "part-0.parquet")
             swap_in(staged, final)
     return epochs
+
+
+def with_partitions(table: Table, job: str, rows: pa.Table) -> pa.Table:
+    """Rows in the table's file schema with the partition columns filled in, in the full schema's order."""
+    rows = rows.append_column("job", pa.array([job] * rows.num_rows, pa.string()))
+    rows = rows.append_column("epoch_block", pc.divide(rows.column("epoch"), EPOCH_BLOCK_SIZE).cast(pa.int64()))
+    return rows.select(table.names).cast(table.arrow_schema())
 
 
 def next_version(table: Table, final: Path, new_rows: pa.Table) -> tuple[pa.Table, str | None]:
@@ -229,11 +243,16 @@ def _read_committed(root: str | Path, table: Table, job: str, block: Path, colum
 
 def read_block(root: str | Path, table: Table, job: str, block: int) -> pa.Table:
     """The committed rows of one block of one job, in the table's file schema (no partition columns)."""
+    if delta.is_store_url(root):
+        epochs = range(block * EPOCH_BLOCK_SIZE, (block + 1) * EPOCH_BLOCK_SIZE)
+        return delta.read_epochs(str(root), table, validate_job_name(job), epochs, [c.name for c in table.data_columns])
     return _read_committed(root, table, job, block_dir(root, table, job, block))
 
 
 def stored_blocks(root: str | Path, table: Table, job: str) -> list[int]:
     """The blocks of one job in a table, committed or left by an interrupted commit, ascending."""
+    if delta.is_store_url(root):
+        return delta.stored_blocks(str(root), table, validate_job_name(job))
     job_dir = table_dir(root, table) / f"job={validate_job_name(job)}"
     names = {d.name for d in job_dir.glob("epoch_block=*")} | {
         t.name.split("-")[1] for t in job_dir.glob(".trash-epoch_block=*-*")
@@ -256,7 +275,7 @@ def read_epochs(
     """
     if isinstance(root, MemoryStore):
         return root.read_epochs(table, job, epochs, columns)
-    job_dir = table_dir(root, table) / f"job={validate_job_name(job)}"
+    validate_job_name(job)
     if columns is not None:
         unknown = sorted(set(columns) - set(table.names))
         if unknown:
@@ -266,6 +285,9 @@ def read_epochs(
     else:
         wanted_cols, names_out = None, table.names
     schema = pa.schema([table.arrow_schema().field(n) for n in names_out])
+    if delta.is_store_url(root):
+        return delta.read_epochs(str(root), table, job, epochs, names_out)
+    job_dir = table_dir(root, table) / f"job={job}"
     if not job_dir.exists():
         return schema.empty_table()
     wanted = None if epochs is None else sorted(set(epochs))
@@ -290,6 +312,8 @@ def _file_schema(table: Table, columns: Sequence[str] | None) -> pa.Schema:
 
 def epoch_span(root: str | Path, table: Table, job: str) -> tuple[int, int] | None:
     """The oldest and newest epoch of one job in a table (reads its oldest and newest blocks only); None: no rows."""
+    if delta.is_store_url(root):
+        return delta.epoch_span(str(root), table, validate_job_name(job))
     job_dir = table_dir(root, table) / f"job={validate_job_name(job)}"
     blocks = sorted(int(d.name.split("=", 1)[1]) for d in job_dir.glob("epoch_block=*") if d.name[12:].isdigit())
     ends: list[int] = []
