@@ -28,12 +28,12 @@ RUN mkdir -p /usr/share/man/man1 \
 ENV JAVA_HOME=/usr/lib/jvm/ds2-java
 
 USER airflow
-# Dependencies first (their layer survives code changes): the provider's runtime dependencies and its celery
-# and postgres extras from pyproject.toml, at requirements.txt's exact versions (deploy/install-deps.py; never
+# Dependencies first (their layer survives code changes): the provider's runtime dependencies and its celery,
+# postgres and s3 extras from pyproject.toml, at requirements.txt's exact versions (deploy/install-deps.py; never
 # the dev extra). requirements.txt pins apache-airflow==3.3.2, the version already in the image.
 COPY --chown=airflow:0 requirements.txt pyproject.toml /opt/ds2/
 COPY --chown=airflow:0 deploy/install-deps.py /opt/ds2/deploy/install-deps.py
-RUN cd /opt/ds2 && python deploy/install-deps.py celery postgres
+RUN cd /opt/ds2 && python deploy/install-deps.py celery postgres s3
 
 # The project (--no-deps: everything it needs is pinned above).
 COPY --chown=airflow:0 README.md /opt/ds2/

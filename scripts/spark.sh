@@ -182,8 +182,11 @@ cmd_up() {
   else
     master=(--master "local[${WORKER_CORES:-2}]")
   fi
+  # Hadoop's S3A, when installed (scripts/s3proxy.sh install): a store on an object store is read through it.
+  local s3a=() jars=("${DS2_JARS_DIR:-$ROOT/build}"/spark-s3a/*.jar)
+  [ ! -f "${jars[0]}" ] || s3a=(--jars "$(IFS=,; echo "${jars[*]}")")
   start_component connect "$VENV_BIN/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
-    --name ds2-spark-connect --properties-file "$CONNECT_CONF" "${master[@]}" \
+    --name ds2-spark-connect --properties-file "$CONNECT_CONF" "${master[@]}" "${s3a[@]}" \
     --conf spark.connect.grpc.binding.address=127.0.0.1 --conf "spark.connect.grpc.binding.port=$CONNECT_PORT" \
     --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 spark-internal
   (

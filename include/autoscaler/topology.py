@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autoscaler.errors import InputError
+from autoscaler.store.files import as_store_path, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def read_topology_csv(path: str | Path) -> Topology:
     Flink SQL query whose source, filter and sink are chained into one task): DS2's format cannot say
     it, so a line of three fields, ``id,name,instances``, names an operator on its own.
     """
-    path = Path(path)
+    path = as_store_path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
@@ -162,7 +163,7 @@ def write_topology_csv(topology: Topology, path: str | Path, source: str = "topo
 
     A name with a comma or newline cannot be held by the format: :class:`InputError` naming ``source``.
     """
-    path, ops = Path(path), topology.operators
+    path, ops = as_store_path(path), topology.operators
     for op in ops.values():
         if "," in op.name or "\n" in op.name:
             raise InputError(
@@ -174,8 +175,5 @@ def write_topology_csv(topology: Topology, path: str | Path, source: str = "topo
     lines += [f"{a},{ops[a].name},{ops[a].parallelism},{b},{ops[b].name},{ops[b].parallelism}" for a, b in topology.edges]
     linked = {op for edge in topology.edges for op in edge}
     lines += [f"{op.id},{op.name},{op.parallelism}" for op in ops.values() if op.id not in linked]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path

@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from autoscaler.config.paths import SETTINGS
+from autoscaler.config.paths import SETTINGS, STORE, STORE_CONN_ID
+from autoscaler.store.delta import is_store_url
 
 SECTION = "ds2_autoscaler"
 
@@ -49,4 +50,11 @@ def export_to_environment() -> dict[str, str]:
         value = (conf.get(SECTION, setting.key, fallback=None) or "").strip()
         if value:
             os.environ[setting.env] = exported[setting.env] = value
+    conn_id = os.environ.get(STORE_CONN_ID.env, "").strip()
+    if conn_id and is_store_url(os.environ.get(STORE.env, "").strip()):
+        from ds2_airflow.store_access import store_environment
+
+        for key, value in store_environment(conn_id).items():
+            os.environ[key] = value
+            exported[key] = "(from the connection)"  # what was set, never the secret itself
     return exported

@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from autoscaler.config import paths
 from autoscaler.config.jobs import JobConfig, data_dir
 from autoscaler.rescale.journal import safe_name
 
@@ -15,8 +16,9 @@ LIVE, BACKFILL, WHAT_IF = "live", "backfill", "what-if"
 DOCS_URL_PREFIX = "/ds2-docs"  # where the api-server serves the validation Data Docs (docs_plugin.py)
 
 
-def store_root() -> Path:
-    return data_dir() / "store"
+def store_root() -> str | Path:
+    """The store: a folder, or an object store's URL (the ``store`` setting; see provider_config)."""
+    return paths.store()
 
 
 def journal_dir() -> Path:

@@ -78,12 +78,15 @@ def next_epoch_end(interval_s: int, after: float | None = None) -> datetime:
 
 
 @contextmanager
-def dag_test_environment(flink: FlinkCluster, data: Path, entries: list[dict[str, Any]]) -> Iterator[Path]:
-    """This process set up for ``dag.test()`` of ``entries``: the environment, a fresh Airflow DB, the pools.
+def dag_test_environment(
+    flink: FlinkCluster, data: Path, entries: list[dict[str, Any]], extra_env: dict[str, str] | None = None
+) -> Iterator[Path]:
+    """This process set up for ``dag.test()`` of ``entries``: the environment (plus ``extra_env``), a fresh
+    Airflow DB, the pools.
 
     Yields ``data``; the environment is restored afterwards.
     """
-    env = environment(flink, data / "jobs.yaml", data, entries)
+    env = environment(flink, data / "jobs.yaml", data, entries) | (extra_env or {})
     env["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

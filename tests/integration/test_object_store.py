@@ -148,3 +148,27 @@ def test_a_writer_killed_mid_write_leaves_whole_epochs(object_store, tmp_path):
     finally:
         for key in object_store.env:
             os.environ.pop(key, None)
+
+
+def test_quarantine_moves_an_epoch_out_of_the_object_store_and_back(object_env):
+    """Validation's quarantine on the object store: the epoch leaves the metrics table (one commit), its rows
+    and result are kept beside it, a second rejection keeps the first copy, and a release restores it."""
+    from autoscaler.store.schemas import METRICS
+    from autoscaler.topology import Operator, Topology
+    from autoscaler.validate.quarantine import quarantine_epoch, quarantined_epochs, read_quarantine, release_quarantine
+    from tests.helpers import metrics_rows, window
+
+    url = object_env.store()
+    topo = Topology.from_edges([Operator("src", "Source", 1), Operator("cnt", "Count", 2)], [("src", "cnt")])
+    epoch = {"src": window(1, 2000.0, 1000.0), "cnt": window(2, 1500.0, 500.0)}
+    write_epochs(url, METRICS, "t", metrics_rows(topo, {7: epoch, 8: epoch}))
+    quarantine_epoch(url, "t", 7, {"success": False, "why": "first"})
+    assert sorted(set(read_epochs(url, METRICS, "t").column("epoch").to_pylist())) == [8]
+    assert quarantined_epochs(url, "t") == [7]
+    rows, result = read_quarantine(url, "t", 7)
+    assert rows.num_rows == 3 and result["why"] == "first" and rows.schema == METRICS.arrow_schema()
+    quarantine_epoch(url, "t", 7, {"success": False, "why": "again"})  # nothing left in the store: the copy stays
+    assert read_quarantine(url, "t", 7)[0].num_rows == 3 and read_quarantine(url, "t", 7)[1]["why"] == "again"
+    assert release_quarantine(url, "t", 7) == 3
+    assert sorted(set(read_epochs(url, METRICS, "t").column("epoch").to_pylist())) == [7, 8]
+    assert quarantined_epochs(url, "t") == [] and read_quarantine(url, "t", 7) is None

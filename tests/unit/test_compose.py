@@ -299,7 +299,7 @@ def test_dockerfile_installs_the_project():
     text = DOCKERFILE.read_text()
     assert re.search(r"^COPY .*\brequirements\.txt pyproject\.toml /opt/ds2/$", text, re.M)
     # The runtime dependencies at requirements.txt's pins, with the extras the compose services use; never dev.
-    assert "\nRUN cd /opt/ds2 && python deploy/install-deps.py celery postgres\n" in text
+    assert "\nRUN cd /opt/ds2 && python deploy/install-deps.py celery postgres s3\n" in text
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert {"celery", "postgres", "dev"} <= set(extras)
     assert "openjdk-17-jre-headless" in text

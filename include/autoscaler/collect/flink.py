@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from autoscaler.collect.snapshot import Snapshot, load_snapshot, restart_between, save_snapshot, take_snapshot, window_metrics
 from autoscaler.flink.client import FlinkRestClient
+from autoscaler.store.files import StorePath, store_path
 from autoscaler.store.parquet import validate_job_name, write_epochs
 from autoscaler.store.schemas import METRICS
 from autoscaler.topology import write_topology_csv
@@ -49,14 +50,14 @@ class CollectionResult:
         )
 
 
-def snapshot_path(store_root: str | Path, job: str, epoch: int, start: bool = False, end: bool = False) -> Path:
+def snapshot_path(store_root: str | Path, job: str, epoch: int, start: bool = False, end: bool = False) -> StorePath:
     """The boundary snapshot at the end of ``epoch`` (or the start or end of a short window measured for it)."""
     name = f"epoch={epoch}.start.json" if start else f"epoch={epoch}.end.json" if end else f"epoch={epoch}.json"
-    return Path(store_root) / "snapshots" / f"job={validate_job_name(job)}" / name
+    return store_path(store_root, "snapshots", f"job={validate_job_name(job)}", name)
 
 
-def topology_path(store_root: str | Path, job: str) -> Path:
-    return Path(store_root) / "topologies" / f"{validate_job_name(job)}.csv"
+def topology_path(store_root: str | Path, job: str) -> StorePath:
+    return store_path(store_root, "topologies", f"{validate_job_name(job)}.csv")
 
 
 def collect_epoch_metrics(

@@ -46,13 +46,13 @@ import re
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pyarrow as pa
 
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.models import JobDetails, SubtaskCounters, VertexInfo
+from autoscaler.store.files import StorePath, write_text_atomic
 from autoscaler.store.parquet import epoch_block
 from autoscaler.store.schemas import METRICS
 from autoscaler.topology import Operator, Topology
@@ -347,15 +347,12 @@ def window_metrics(previous: Snapshot, current: Snapshot, job: str, epoch: int, 
     return pa.table(rows, schema=METRICS.arrow_schema())
 
 
-def save_snapshot(snapshot: Snapshot, path: Path) -> None:
+def save_snapshot(snapshot: Snapshot, path: StorePath) -> None:
     """Write atomically (a crash leaves the previous boundary, never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(snapshot.to_json())
-    tmp.replace(path)
+    write_text_atomic(path, snapshot.to_json())
 
 
-def load_snapshot(path: Path) -> Snapshot | None:
+def load_snapshot(path: StorePath) -> Snapshot | None:
     if not path.exists():
         return None
     return Snapshot.from_json(path.read_text(), source=str(path))

@@ -19,6 +19,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from autoscaler.errors import InputError
+from autoscaler.store.delta import check_store_url, is_store_url
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # The folder holding include/, plugins/ and pyproject.toml when this runs from the repository.
@@ -66,7 +67,21 @@ SQL_DIR = Setting(
     "submit to Flink. Default in a checkout: the repository; installed: the jobs file's folder.",
     "/opt/airflow/ds2/sql",
 )  # fmt: skip
-SETTINGS = (JOBS_FILE, DATA_DIR, JARS_DIR, SPARK_CONF_DIR, SQL_DIR)
+STORE = Setting(
+    "store", "DS2_STORE",
+    "Where the metrics, decisions, actions and validations tables, the boundary snapshots and the topologies "
+    "live. A folder (default: store/ under the data dir), or an object store's URL (s3://bucket/prefix) that "
+    "workers on several hosts share: Delta tables there (docs/object-store.md). Its credentials: store_conn_id, "
+    "else the environment's AWS_* variables.",
+    "s3://ds2-bucket/store",
+)  # fmt: skip
+STORE_CONN_ID = Setting(
+    "store_conn_id", "DS2_STORE_CONN_ID",
+    "The Airflow connection (type aws) that reaches an object store: login and password are the access key and "
+    "secret; extra's endpoint_url names an S3-compatible server. Unset: the process's own AWS credentials.",
+    "ds2_store",
+)  # fmt: skip
+SETTINGS = (JOBS_FILE, DATA_DIR, JARS_DIR, SPARK_CONF_DIR, SQL_DIR, STORE, STORE_CONN_ID)
 
 
 def checkout() -> Path | None:
@@ -116,6 +131,14 @@ def data_dir() -> Path:
         else:
             path = Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow").expanduser() / "ds2-data"
     return path.resolve()
+
+
+def store() -> str | Path:
+    """The store: its URL on an object store (checked), else its folder (the setting, else data_dir()/store)."""
+    value = os.environ.get(STORE.env, "").strip()
+    if value and is_store_url(value):
+        return check_store_url(value)
+    return Path(value).expanduser().resolve() if value else data_dir() / "store"
 
 
 def jar(name: str) -> Path:

@@ -25,11 +25,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from autoscaler.config.paths import data_dir
+from autoscaler.store.delta import is_store_url
+
 MAX_BATCH = 4096
 
 
 def _dir(store_root: str | Path, job: str) -> Path:
-    return Path(store_root) / "backfill-claims" / f"job={job}"
+    """The claims' folder: beside a local store; in the data dir when the store is an object store, which has no
+    lock to hold. Then each host batches its own runs: two hosts may decide the same epochs, and the store's
+    writes, replacing by (job, epoch), keep one copy."""
+    base = data_dir() if is_store_url(store_root) else Path(store_root)
+    return base / "backfill-claims" / f"job={job}"
 
 
 def _name(key: str) -> str:

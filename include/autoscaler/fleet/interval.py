@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from autoscaler.decide.rules import ScalingPlan, decide
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.record import audit, outcomes
+from autoscaler.store.files import StorePath, store_path, write_text_atomic
 from autoscaler.topology import read_topology_csv
 
 log = logging.getLogger(__name__)
@@ -265,8 +265,8 @@ def record(item: JobEpoch, store_root: str | Path, action_id: str) -> dict[str, 
     return row
 
 
-def _acting_file(store_root: str | Path, fleet: str) -> Path:
-    return Path(store_root) / "fleet" / f"{fleet}.acting.json"
+def _acting_file(store_root: str | Path, fleet: str) -> StorePath:
+    return store_path(store_root, "fleet", f"{fleet}.acting.json")
 
 
 def jobs_left_acting(store_root: str | Path, fleet: str) -> set[str]:
@@ -279,8 +279,4 @@ def jobs_left_acting(store_root: str | Path, fleet: str) -> set[str]:
 
 def leave_acting(store_root: str | Path, fleet: str, jobs: Iterable[str]) -> None:
     """Record the jobs this run leaves acting, for the next run (written whole: a crash keeps the last list)."""
-    path = _acting_file(store_root, fleet)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(sorted(jobs)))
-    os.replace(tmp, path)
+    write_text_atomic(_acting_file(store_root, fleet), json.dumps(sorted(jobs)))

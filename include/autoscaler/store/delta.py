@@ -73,6 +73,13 @@ def table_url(url: str, table: Table) -> str:
     return f"{check_store_url(url)}/{table.name}"
 
 
+def _epochs_predicate(job: str, epochs: Sequence[int]) -> str:
+    """The rows of ``epochs`` of one job, naming their blocks so that only those partitions' files are read.
+    ``job`` is a checked job name (letters, digits, ``_ . -``): it cannot end the quoted literal."""
+    blocks = sorted({e // _block_size() for e in epochs})
+    return f"job = '{job}' AND epoch_block IN ({_sql_list(blocks)}) AND epoch IN ({_sql_list(epochs)})"
+
+
 def _sql_list(values: Iterable[int]) -> str:
     return ", ".join(str(int(v)) for v in values)
 
@@ -95,29 +102,48 @@ def _open(url: str, table: Table) -> Any:  # a deltalake.DeltaTable, or None bef
 
 def write_epochs(url: str, table: Table, job: str, rows: pa.Table) -> list[int]:
     """Write one job's rows (in the table's full schema), replacing every epoch they contain, as one commit."""
-    deltalake, conflict, _ = _deltalake()
+    deltalake = _deltalake()[0]
     epochs = sorted(set(rows.column("epoch").to_pylist()))
     if not epochs:
         return []
     blocks = sorted(set(rows.column("epoch_block").to_pylist()))
-    predicate = f"job = '{job}' AND epoch_block IN ({_sql_list(blocks)}) AND epoch IN ({_sql_list(epochs)})"
+    predicate = _epochs_predicate(job, epochs)
     target = table_url(url, table)
-    for attempt in range(1, COMMIT_ATTEMPTS + 1):
-        try:
-            if _open(url, table) is None:
-                deltalake.DeltaTable.create(
-                    target, schema=table.arrow_schema(), partition_by=list(table.partition_by), mode="ignore"
-                )
-            deltalake.write_deltalake(target, rows, mode="overwrite", predicate=predicate)
-            break
-        except conflict as exc:
-            if attempt == COMMIT_ATTEMPTS:
-                lost = f"{COMMIT_ATTEMPTS} commits in a row lost to other writers of job {job!r}: {exc}"
-                raise InputError(target, lost) from None
-            time.sleep(random.uniform(0, 0.05 * 2**attempt))  # jittered: two losers do not collide again
+
+    def commit() -> None:
+        if _open(url, table) is None:
+            deltalake.DeltaTable.create(target, schema=table.arrow_schema(), partition_by=list(table.partition_by), mode="ignore")
+        deltalake.write_deltalake(target, rows, mode="overwrite", predicate=predicate)
+
+    _retried(target, f"writes of job {job!r}", commit)
     for block in blocks:
         _compact_if_due(url, table, job, block)
     return epochs
+
+
+def delete_epochs(url: str, table: Table, job: str, epochs: Sequence[int]) -> None:
+    """Delete one job's rows of ``epochs`` in one commit (quarantine), retried as a write is."""
+    predicate = _epochs_predicate(job, epochs)
+
+    def commit() -> None:
+        dt = _open(url, table)
+        if dt is not None:
+            dt.delete(predicate)
+
+    _retried(table_url(url, table), f"deletes of job {job!r}", commit)
+
+
+def _retried(target: str, what: str, commit: Any) -> None:
+    """Run ``commit`` until no other writer's commit beats it, at most COMMIT_ATTEMPTS times."""
+    _, conflict, _ = _deltalake()
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            commit()
+            return
+        except conflict as exc:
+            if attempt == COMMIT_ATTEMPTS:
+                raise InputError(target, f"{COMMIT_ATTEMPTS} {what} in a row lost to other writers: {exc}") from None
+            time.sleep(random.uniform(0, 0.05 * 2**attempt))  # jittered: two losers do not collide again
 
 
 def _compact_if_due(url: str, table: Table, job: str, block: int) -> None:
@@ -181,7 +207,15 @@ def epoch_span(url: str, table: Table, job: str) -> tuple[int, int] | None:
     return int(span["min"]), int(span["max"])
 
 
-def file_uris(url: str, table: Table, job: str) -> list[str]:
-    """The data files of one job's rows in the latest version (what Spark reads: one consistent version)."""
+def file_uris(url: str, table: Table, job: str, first_block: int | None = None, last_block: int | None = None) -> list[str]:
+    """The data files of one job's rows in the latest version, of blocks ``first_block``..``last_block``
+    (inclusive; None: unbounded): what Spark reads, one consistent version."""
     dt = _open(url, table)
-    return [] if dt is None else dt.file_uris(file_pruning_predicate=[("job", "=", job)])
+    if dt is None:
+        return []
+    where: list[tuple[str, str, Any]] = [("job", "=", job)]
+    if first_block is not None:
+        where.append(("epoch_block", ">=", first_block))
+    if last_block is not None:
+        where.append(("epoch_block", "<=", last_block))
+    return dt.file_uris(file_pruning_predicate=where)

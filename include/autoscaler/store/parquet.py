@@ -60,6 +60,11 @@ def table_dir(root: str | Path, table: Table) -> Path:
     return Path(root) / table.name
 
 
+def table_location(root: str | Path, table: Table) -> str:
+    """Where a table is, for messages: its folder, or its Delta table's URL."""
+    return delta.table_url(str(root), table) if delta.is_store_url(root) else str(Path(root) / table.name)
+
+
 def block_dir(root: str | Path, table: Table, job: str, block: int) -> Path:
     return table_dir(root, table) / f"job={validate_job_name(job)}" / f"epoch_block={block}"
 

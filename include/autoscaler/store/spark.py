@@ -16,8 +16,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from autoscaler.errors import InputError
+from autoscaler.store import delta
 from autoscaler.store.commit import clean_leftovers, recover, staging_for, swap_in
-from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, store_lock, table_dir, validate_job_name
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, store_lock, table_dir, table_location, validate_job_name
+from autoscaler.store.s3a import s3a_settings, s3a_uri
 from autoscaler.store.schemas import METRICS, Table
 
 
@@ -80,14 +82,36 @@ def conform(df: DataFrame) -> DataFrame:
     ])  # fmt: skip
 
 
+def job_rows(spark: SparkSession, root: str, table: Table, job: str, first_epoch: int | None = None,
+             last_epoch: int | None = None) -> DataFrame | None:  # fmt: skip
+    """One job's rows of a table in the file schema plus ``epoch_block``, from its folder or its Delta table's
+    latest version (files pruned to the epoch range's blocks); None when the job has none."""
+    validate_job_name(job)
+    schema = table.spark_ddl(with_partitions=False)
+    if not delta.is_store_url(root):
+        folder = table_dir(root, table) / f"job={job}"
+        return spark.read.schema(schema + ", `epoch_block` BIGINT").parquet(str(folder)) if folder.is_dir() else None
+    blocks = (
+        None if first_epoch is None else first_epoch // EPOCH_BLOCK_SIZE,
+        None if last_epoch is None else last_epoch // EPOCH_BLOCK_SIZE,
+    )
+    files = delta.file_uris(root, table, job, *blocks)
+    if not files:
+        return None
+    # Spark needs S3A on its side (a Connect server's jars, not this process's): without it Spark says
+    # "Class org.apache.hadoop.fs.s3a.S3AFileSystem not found" (docs/object-store.md, step 4).
+    # Delta's data files hold no partition columns: epoch_block is derived again.
+    df = spark.read.options(**s3a_settings()).schema(schema).parquet(*map(s3a_uri, files))
+    return df.withColumn("epoch_block", F.floor(F.col("epoch") / EPOCH_BLOCK_SIZE).cast("bigint"))
+
+
 def metrics_store(
     spark: SparkSession, root: str, job: str, first_epoch: int | None = None, last_epoch: int | None = None
 ) -> DataFrame:
     """One job's metrics from the store, optionally an inclusive epoch range (pruned by block)."""
-    folder = table_dir(root, METRICS) / f"job={validate_job_name(job)}"
-    if not folder.is_dir():
-        raise InputError(str(folder), f"no metrics stored for job {job!r}")
-    df = spark.read.schema(METRICS.spark_ddl(with_partitions=False) + ", `epoch_block` BIGINT").parquet(str(folder))
+    df = job_rows(spark, root, METRICS, job, first_epoch, last_epoch)
+    if df is None:
+        raise InputError(f"{table_location(root, METRICS)}/job={job}", f"no metrics stored for job {job!r}")
     if first_epoch is not None:
         df = df.filter((F.col("epoch_block") >= first_epoch // EPOCH_BLOCK_SIZE) & (F.col("epoch") >= first_epoch))
     if last_epoch is not None:

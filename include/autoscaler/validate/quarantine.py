@@ -28,8 +28,10 @@ import pyarrow.parquet as pq
 
 from autoscaler.errors import InputError
 from autoscaler.store.commit import swap_in
+from autoscaler.store.delta import is_store_url
 from autoscaler.store.parquet import block_dir, epoch_block, read_epochs, store_lock, validate_job_name, write_epochs
 from autoscaler.store.schemas import METRICS, Table
+from autoscaler.validate import quarantine_objects as objects
 
 QUARANTINE = "quarantine"
 RESULT_FILE = "validation.json"
@@ -41,6 +43,8 @@ def quarantine_dir(root: str | Path, job: str, epoch: int) -> Path:
 
 
 def quarantined_epochs(root: str | Path, job: str) -> list[int]:
+    if is_store_url(root):
+        return objects.quarantined_epochs(str(root), job)
     folder = Path(root) / QUARANTINE / METRICS.name / f"job={validate_job_name(job)}"
     if not folder.is_dir():
         return []
@@ -58,6 +62,8 @@ def quarantine_epochs(root: str | Path, job: str, results: Mapping[int, dict[str
     A copy already in quarantine that differs from the store's rows (the epoch was collected
     again and failed again) is kept under ``superseded/<UTC time>/`` of the new copy.
     """
+    if is_store_url(root):
+        return objects.quarantine_epochs(str(root), job, results, _same_rows)
     by_block: dict[int, list[int]] = {}
     for epoch in sorted(results):
         by_block.setdefault(epoch_block(epoch), []).append(epoch)
@@ -98,15 +104,25 @@ def _keep_copy(final: Path, rows: pa.Table, result: dict[str, Any]) -> None:
 
 def read_quarantine(root: str | Path, job: str, epoch: int) -> tuple[pa.Table, dict[str, Any]] | None:
     """The quarantined rows (metrics schema, partition columns filled in) and the result that rejected them."""
+    if is_store_url(root):
+        found = objects.read_quarantine(str(root), job, epoch)
+        if found is None:
+            return None
+        data, result = found
+        return _with_partitions(data, job, epoch), result
     folder = quarantine_dir(root, job, epoch)
     if not (folder / "part-0.parquet").exists():
         return None
     data = pq.read_table(folder / "part-0.parquet", schema=METRICS.arrow_schema(with_partitions=False))
-    data = data.append_column("job", pa.array([job] * data.num_rows, pa.string()))
-    data = data.append_column("epoch_block", pa.array([epoch_block(epoch)] * data.num_rows, pa.int64()))
     result_path = folder / RESULT_FILE
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
-    return data.select(METRICS.names).cast(METRICS.arrow_schema()), result
+    return _with_partitions(data, job, epoch), result
+
+
+def _with_partitions(data: pa.Table, job: str, epoch: int) -> pa.Table:
+    data = data.append_column("job", pa.array([job] * data.num_rows, pa.string()))
+    data = data.append_column("epoch_block", pa.array([epoch_block(epoch)] * data.num_rows, pa.int64()))
+    return data.select(METRICS.names).cast(METRICS.arrow_schema())
 
 
 def release_quarantine(root: str | Path, job: str, epoch: int, replace: bool = False) -> int:
@@ -128,7 +144,10 @@ def release_quarantine(root: str | Path, job: str, epoch: int, replace: bool = F
         )
     if rows.num_rows:
         write_epochs(root, METRICS, job, rows)
-    _remove_folder(quarantine_dir(root, job, epoch))
+    if is_store_url(root):
+        objects.remove(str(root), job, epoch)
+    else:
+        _remove_folder(quarantine_dir(root, job, epoch))
     return rows.num_rows
 
 

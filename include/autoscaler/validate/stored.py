@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from autoscaler.config.paths import data_dir
+from autoscaler.store.delta import is_store_url
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import METRICS
 from autoscaler.validate.check import validate_dataframe, validate_rows
@@ -34,7 +36,10 @@ RANGE_ENGINE = "pandas"
 
 
 def default_docs_dir(store_root: str | Path) -> Path:
-    """Data Docs go next to the store, in the project's data folder (``data/validation-docs``)."""
+    """Data Docs go next to the store, in the project's data folder (``data/validation-docs``); beside a
+    store on an object store, in the data folder (the api-server serves them from there)."""
+    if is_store_url(store_root):
+        return data_dir() / DOCS_FOLDER
     return Path(store_root).resolve().parent / DOCS_FOLDER
 
 

@@ -32,6 +32,7 @@ from autoscaler.engine import backfill
 from autoscaler.engine.spark.run import StoreRun
 from autoscaler.errors import InputError
 from autoscaler.observe.metrics import policy_duration_sample
+from autoscaler.store.s3a import s3a_jars
 from ds2_airflow.metrics import emit
 from ds2_airflow.runtime import BACKFILL, FLEET_RUN, LIVE, WHAT_IF, epoch_for, fleet_handoff, run_type, safe_run_id, store_root
 
@@ -92,8 +93,9 @@ class PolicyEngineOperator(BaseOperator):
         if conn.conn_type == SparkConnectHook.conn_type:
             self._run_connect(conn_id, run)
             return "spark_connect"
+        jars = ",".join(map(str, s3a_jars())) or None  # for a store on an object store (autoscaler.store.s3a)
         self._submit_hook = SparkSubmitHook(
-            conn_id=conn_id, name=f"ds2-policy-{job.name}", application_args=policy_args(run), env_vars=spark_env()
+            conn_id=conn_id, name=f"ds2-policy-{job.name}", application_args=policy_args(run), env_vars=spark_env(), jars=jars
         )
         self._submit_hook.submit(str(paths.spark_application()))
         return "spark-submit"

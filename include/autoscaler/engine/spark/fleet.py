@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.engine.spark.run import StoreRun, run_options
 from autoscaler.errors import InputError
-from autoscaler.store.parquet import table_dir, write_epochs
+from autoscaler.store.parquet import table_location, write_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import Topology, read_topology_csv
 
@@ -50,7 +50,7 @@ def _read_inputs(run: StoreRun) -> tuple[JobInputs, pa.Table]:
     options = run_options(run, topology)
     first = run.from_epoch - history_epochs(options)
     rows = read_epochs(run.store, METRICS, run.job, range(first, run.to_epoch + 1))
-    where = f"{table_dir(run.store, METRICS)}/job={run.job}"
+    where = f"{table_location(run.store, METRICS)}/job={run.job}"
     decided = rows.filter(pc.greater_equal(rows.column("epoch"), run.from_epoch))
     if decided.num_rows == 0:
         raise InputError(where, f"no metrics rows in epochs {run.from_epoch}..{run.to_epoch}")

@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 
 from autoscaler.collect.ds2_files import read_rate_files, read_rates_log, records_to_metrics
 from autoscaler.errors import InputError
-from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, table_dir, validate_job_name
+from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, table_location
 from autoscaler.store.schemas import METRICS
-from autoscaler.store.spark import conform, metrics_store  # noqa: F401 - the store's readers, used here and by callers
+from autoscaler.store.spark import conform, job_rows, metrics_store  # noqa: F401 - the store's readers, used here and by callers
 from autoscaler.topology import Topology
 
 
@@ -166,7 +166,7 @@ def unknown_operators_error(counts: Mapping[str, object], root: str, job: str, t
 
     ``counts``: ``rows``, ``unknown_rows``, and the first unknown row's ``unknown_operator`` and ``unknown_epoch``.
     """
-    where = f"{table_dir(root, METRICS)}/job={job}"
+    where = f"{table_location(root, METRICS)}/job={job}"
     if not counts.get("rows"):
         return InputError(where, "no metrics rows in the requested epochs")
     if counts.get("unknown_rows"):
@@ -182,8 +182,9 @@ def stored_decisions(spark: SparkSession, root: str, job: str, run_id: str, topo
     """The decisions one run wrote, in epoch and topological order."""
     from autoscaler.store.schemas import DECISIONS
 
-    folder = table_dir(root, DECISIONS) / f"job={validate_job_name(job)}"
-    df = spark.read.schema(DECISIONS.spark_ddl(with_partitions=False) + ", `epoch_block` BIGINT").parquet(str(folder))
+    df = job_rows(spark, root, DECISIONS, job)
+    if df is None:
+        raise InputError(f"{table_location(root, DECISIONS)}/job={job}", f"no decisions stored for job {job!r}")
     order = {op: k for k, op in enumerate(topology.order)}
     df = df.filter(F.col("run_id") == run_id).withColumn("job", F.lit(job))
     return df.withColumn("op_index", _lookup(order, F.col("operator_id"))).orderBy("epoch", "op_index")

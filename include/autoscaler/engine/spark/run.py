@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pyspark.sql import SparkSession
 
 from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.store.delta import is_store_url
 from autoscaler.store.parquet import EPOCH_BLOCK_SIZE, epoch_span, write_epochs
 from autoscaler.store.schemas import DECISIONS, METRICS
 from autoscaler.topology import Topology, read_topology_csv
@@ -67,6 +68,24 @@ def _fits_the_driver(run: StoreRun) -> bool:
     return last - first + 1 <= COLLECT_EPOCHS
 
 
+def _decide_in_ranges(spark: SparkSession, run: StoreRun, topology: Topology, before_commit: Callable[[], None] | None,
+                      source_rates: dict[str, float] | None) -> int:  # fmt: skip
+    """A long range on an object store, as consecutive ranges of COLLECT_EPOCHS epochs, each collected and
+    committed by the store's one writer. Spark tasks cannot commit blocks there (block-wise commits are
+    the local store's folder exchange), and collecting the whole range would run the driver out of heap.
+    A range whose inputs fail their checks stops the run; the ranges before it stay committed, each whole."""
+    span = epoch_span(run.store, METRICS, run.job)
+    if span is None:
+        span = (run.from_epoch or 0, run.to_epoch or 0)  # no metrics: the first range's input check says so
+    first = span[0] if run.from_epoch is None else run.from_epoch
+    last = span[1] if run.to_epoch is None else run.to_epoch
+    written = 0
+    for start in range(first, last + 1, COLLECT_EPOCHS):
+        part = replace(run, from_epoch=start, to_epoch=min(start + COLLECT_EPOCHS - 1, last))
+        written += decide_stored_epochs(spark, part, topology, before_commit, source_rates)
+    return written
+
+
 def decide_stored_epochs(
     spark: SparkSession,
     run: StoreRun,
@@ -84,6 +103,8 @@ def decide_stored_epochs(
     topology = topology or read_topology_csv(run.topology_path)
     options = run_options(run, topology)
     info = decisions.RunInfo(run.run_id, run.run_type, datetime.now(UTC).replace(microsecond=0))
+    if not _fits_the_driver(run) and (is_store_url(run.store) or is_store_url(run.decisions_root)):
+        return _decide_in_ranges(spark, run, topology, before_commit, source_rates)
     if not _fits_the_driver(run):
         # A long range (a backfill, a what-if) is decided where its blocks are stored, one Spark task
         # per block, and committed after the checks (blocks.py). Collected, 25,000 epochs' decisions

@@ -7,6 +7,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from autoscaler.store.s3a import s3a_jars
+
 
 def policy_session(app_name: str = "ds2-policy", master: str | None = None) -> SparkSession:
     """The session spark-submit gave us, or a local one (tests, benchmarks)."""
@@ -16,6 +18,9 @@ def policy_session(app_name: str = "ds2-policy", master: str | None = None) -> S
     builder = SparkSession.builder.appName(app_name)
     if master:  # under spark-submit the master comes from its --master; plain Python defaults to local[*]
         builder = builder.master(master)
+    jars = s3a_jars()
+    if jars:  # a store on an object store is read through S3A (autoscaler.store.s3a)
+        builder = builder.config("spark.jars", ",".join(map(str, jars)))
     spark = (
         builder.config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")

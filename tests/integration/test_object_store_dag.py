@@ -1,0 +1,64 @@
+"""The scaling DAG with its store on an object store (S3Proxy): real Flink, real spark-submit reading the Delta
+tables through S3A, the credentials from an Airflow connection, nothing written to the local data folder."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from autoscaler.collect.flink import snapshot_path, topology_path
+from autoscaler.store.parquet import read_epochs
+from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, VALIDATIONS
+from tests.conftest import ROOT
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, dag_test_environment, job_entry, next_epoch_end
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+INTERVAL_S = 10
+AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP", "AWS_SESSION_TOKEN")
+
+
+@pytest.fixture(scope="module")
+def on_object_store(flink, object_store, tmp_path_factory):
+    """The DAG's environment with DS2_STORE on S3Proxy and its credentials only in the ds2_store connection."""
+    url = object_store.store("dag")
+    client = object_store.env
+    connection = {"conn_type": "aws", "login": client["AWS_ACCESS_KEY_ID"], "password": client["AWS_SECRET_ACCESS_KEY"],
+                  "extra": {"endpoint_url": client["AWS_ENDPOINT_URL"], "region_name": client["AWS_REGION"]}}  # fmt: skip
+    extra = {"DS2_STORE": url, "DS2_STORE_CONN_ID": "ds2_store", "AIRFLOW_CONN_DS2_STORE": json.dumps(connection)}
+    saved = {k: os.environ.pop(k) for k in AWS if k in os.environ}
+    data = tmp_path_factory.mktemp("ds2-data")
+    try:
+        with dag_test_environment(flink, data, [job_entry(flink, "shared", INTERVAL_S)], extra_env=extra):
+            yield data, url
+    finally:
+        for key in AWS:
+            os.environ.pop(key, None)  # what the DAG factory exported from the connection
+        os.environ.update(saved)
+
+
+def test_a_job_is_rescaled_with_its_store_on_the_object_store(flink, on_object_store):
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    data, url = on_object_store
+    assert "AWS_SECRET_ACCESS_KEY" not in os.environ  # only the connection holds it, until a DAG file is parsed
+    bag = BundleDagBag(dag_folder=str(ROOT / "dags"), bundle_path=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    assert os.environ["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")  # exported from the connection
+    flink.cancel_all()
+    flink.start_job(HONEST_UNDERPROVISIONED)
+    dag = bag.dags["ds2_shared"]
+    for _ in range(2):
+        assert dag.test(logical_date=next_epoch_end(INTERVAL_S)).state == "success"
+    actions = read_epochs(url, ACTIONS, "shared").to_pylist()
+    assert actions[0]["outcome"] == "succeeded", actions
+    assert json.loads(actions[0]["new_parallelism"]) == {"Count": 4}
+    assert flink.client.job(flink.client.running_job("ds2-testjob").id).parallelism["Count"] == 4
+    epochs = {a["epoch"] for a in actions}
+    assert {d["epoch"] for d in read_epochs(url, DECISIONS, "shared").to_pylist()} == epochs
+    assert set(read_epochs(url, METRICS, "shared").column("epoch").to_pylist()) == epochs
+    assert {v["epoch"] for v in read_epochs(url, VALIDATIONS, "shared").to_pylist()} == epochs
+    assert topology_path(url, "shared").exists() and snapshot_path(url, "shared", max(epochs)).exists()
+    assert not (data / "store").exists()  # the tables, snapshots and topology all went to the object store
+    flink.cancel_all()
