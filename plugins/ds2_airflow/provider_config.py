@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from autoscaler.config.paths import SETTINGS, STORE, STORE_CONN_ID
+from autoscaler.config.paths import LEASE_CONN_ID, SETTINGS, STORE, STORE_CONN_ID
+from autoscaler.rescale.lease import LEASE_DSN_ENV
 from autoscaler.store.delta import is_store_url
 
 SECTION = "ds2_autoscaler"
@@ -50,11 +51,14 @@ def export_to_environment() -> dict[str, str]:
         value = (conf.get(SECTION, setting.key, fallback=None) or "").strip()
         if value:
             os.environ[setting.env] = exported[setting.env] = value
-    conn_id = os.environ.get(STORE_CONN_ID.env, "").strip()
-    if conn_id and is_store_url(os.environ.get(STORE.env, "").strip()):
-        from ds2_airflow.store_access import store_environment
+    if is_store_url(os.environ.get(STORE.env, "").strip()):
+        from ds2_airflow.store_access import lease_dsn, store_environment
 
-        for key, value in store_environment(conn_id).items():
+        conn_id = os.environ.get(STORE_CONN_ID.env, "").strip()
+        found = store_environment(conn_id) if conn_id else {}
+        if not os.environ.get(LEASE_DSN_ENV):
+            found[LEASE_DSN_ENV] = lease_dsn(os.environ.get(LEASE_CONN_ID.env, "").strip() or None)
+        for key, value in found.items():
             os.environ[key] = value
-            exported[key] = "(from the connection)"  # what was set, never the secret itself
+            exported[key] = "(from a connection)"  # what was set, never the secret itself
     return exported

@@ -11,6 +11,7 @@ from typing import Any
 from autoscaler.config import paths
 from autoscaler.config.jobs import JobConfig, data_dir
 from autoscaler.rescale.journal import safe_name
+from autoscaler.store.delta import is_store_url
 
 LIVE, BACKFILL, WHAT_IF = "live", "backfill", "what-if"
 DOCS_URL_PREFIX = "/ds2-docs"  # where the api-server serves the validation Data Docs (docs_plugin.py)
@@ -21,8 +22,11 @@ def store_root() -> str | Path:
     return paths.store()
 
 
-def journal_dir() -> Path:
-    return data_dir() / "journal"
+def journal_dir() -> str | Path:
+    """The rescale journals: in the data dir, or beside a store on an object store, where a retry on another
+    host finds them (guarded then by a PostgreSQL lease: autoscaler.rescale.lease)."""
+    store = store_root()
+    return f"{store}/journal" if is_store_url(store) else data_dir() / "journal"
 
 
 def docs_dir() -> Path:

@@ -11,7 +11,7 @@ store's and the connection's names.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from autoscaler.errors import InputError
 
@@ -40,6 +40,29 @@ def store_environment(conn_id: str) -> dict[str, str]:
         # Plain HTTP only where the connection names such an endpoint (a server on the loopback, a lab).
         env["AWS_ALLOW_HTTP"] = "true" if urlsplit(endpoint).scheme == "http" else "false"
     return env
+
+
+def lease_dsn(conn_id: str | None) -> str:
+    """The libpq URI of the lease database: the PostgreSQL connection ``conn_id``, else Airflow's metadata database."""
+    if conn_id:
+        from airflow.sdk import BaseHook
+
+        try:
+            conn = BaseHook.get_connection(conn_id)
+        except Exception as exc:  # AirflowNotFoundException and the secrets backends' own kinds
+            raise InputError(f"connection {conn_id!r}", f"cannot be read: {exc}") from None
+        if conn.conn_type not in ("postgres", "postgresql"):
+            raise InputError(f"connection {conn_id!r}", f"is of type {conn.conn_type!r}; the lease needs PostgreSQL")
+        login = f"{quote(conn.login or '', safe='')}:{quote(conn.password or '', safe='')}@" if conn.login else ""
+        return f"postgresql://{login}{conn.host or 'localhost'}:{conn.port or 5432}/{quote(conn.schema or 'postgres', safe='')}"
+    from airflow.configuration import conf
+    from sqlalchemy.engine import make_url
+
+    url = make_url(conf.get("database", "sql_alchemy_conn"))
+    if url.get_backend_name() != "postgresql":
+        backend = url.get_backend_name()
+        raise InputError("lease_conn_id", f"a store on an object store needs a PostgreSQL lease; Airflow's database is {backend}")
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def check_store(url: str, conn_id: str | None) -> None:

@@ -172,3 +172,68 @@ def test_quarantine_moves_an_epoch_out_of_the_object_store_and_back(object_env):
     assert release_quarantine(url, "t", 7) == 3
     assert sorted(set(read_epochs(url, METRICS, "t").column("epoch").to_pylist())) == [7, 8]
     assert quarantined_epochs(url, "t") == [] and read_quarantine(url, "t", 7) is None
+
+
+LEASE_HOLDER = """
+import sys, time
+sys.path[:0] = [{include!r}]
+from autoscaler.rescale.journal import open_journal
+with open_journal(sys.argv[1], "act-1") as journal:
+    journal.data = {{"version": 1, "action_id": "act-1", "step": "held"}}
+    journal.save()
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.fixture
+def lease_env(postgres_server, monkeypatch):
+    from sqlalchemy.engine import make_url
+
+    url = postgres_server.script("url", "ds2lease").stdout.strip().splitlines()[-1]
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    monkeypatch.setenv("DS2_LEASE_DSN", dsn)
+    return dsn
+
+
+def test_a_journal_on_the_object_store_is_held_by_one_attempt_on_any_host(object_env, lease_env, tmp_path):
+    """The journal of an action lies beside the store; a second attempt (another host) fails at once while the
+    first holds its PostgreSQL lease, and takes it over as soon as the first is killed (no expiry to wait)."""
+    from autoscaler.rescale.journal import open_journal
+    from autoscaler.rescale.reconcile import unfinished
+
+    journals = f"{object_env.store()}/journal"
+    env = {**os.environ, "DS2_DATA_DIR": str(tmp_path / "host-a")}
+    holder = subprocess.Popen([sys.executable, "-c", LEASE_HOLDER.format(include=str(ROOT / "include")), journals],
+                              env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(InputError, match="held by another process"):
+            with open_journal(journals, "act-1"):
+                pass
+        [found] = unfinished(journals)  # the reconciler lists it from any host
+        assert found.action_id == "act-1" and found.idle_s < 120
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+
+        def taken_over() -> bool:
+            try:
+                with open_journal(journals, "act-1") as journal:
+                    return journal.data["step"] == "held"
+            except InputError:
+                return False  # the server has not ended the killed session yet
+
+        assert poll("the lease after its holder was killed", taken_over, 30, 0.2)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_without_a_lease_database_a_shared_journal_is_refused(object_env, monkeypatch):
+    from autoscaler.rescale.journal import open_journal
+
+    monkeypatch.delenv("DS2_LEASE_DSN", raising=False)
+    with pytest.raises(InputError, match="DS2_LEASE_DSN is not set"):
+        with open_journal(f"{object_env.store()}/journal", "act-2"):
+            pass

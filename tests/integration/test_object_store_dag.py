@@ -9,6 +9,7 @@ import os
 import pytest
 
 from autoscaler.collect.flink import snapshot_path, topology_path
+from autoscaler.store.files import store_path
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, VALIDATIONS
 from tests.conftest import ROOT
@@ -20,13 +21,18 @@ AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_RE
 
 
 @pytest.fixture(scope="module")
-def on_object_store(flink, object_store, tmp_path_factory):
-    """The DAG's environment with DS2_STORE on S3Proxy and its credentials only in the ds2_store connection."""
+def on_object_store(flink, object_store, postgres_server, tmp_path_factory):
+    """The DAG's environment with DS2_STORE on S3Proxy and its credentials only in the ds2_store connection; the
+    rescale journal's lease in the test PostgreSQL (dag.test()'s own Airflow database is SQLite)."""
+    from sqlalchemy.engine import make_url
+
     url = object_store.store("dag")
     client = object_store.env
     connection = {"conn_type": "aws", "login": client["AWS_ACCESS_KEY_ID"], "password": client["AWS_SECRET_ACCESS_KEY"],
                   "extra": {"endpoint_url": client["AWS_ENDPOINT_URL"], "region_name": client["AWS_REGION"]}}  # fmt: skip
-    extra = {"DS2_STORE": url, "DS2_STORE_CONN_ID": "ds2_store", "AIRFLOW_CONN_DS2_STORE": json.dumps(connection)}
+    lease = make_url(postgres_server.script("url", "ds2lease").stdout.strip().splitlines()[-1])
+    extra = {"DS2_STORE": url, "DS2_STORE_CONN_ID": "ds2_store", "AIRFLOW_CONN_DS2_STORE": json.dumps(connection),
+             "DS2_LEASE_DSN": lease.set(drivername="postgresql").render_as_string(hide_password=False)}  # fmt: skip
     saved = {k: os.environ.pop(k) for k in AWS if k in os.environ}
     data = tmp_path_factory.mktemp("ds2-data")
     try:
@@ -60,5 +66,7 @@ def test_a_job_is_rescaled_with_its_store_on_the_object_store(flink, on_object_s
     assert set(read_epochs(url, METRICS, "shared").column("epoch").to_pylist()) == epochs
     assert {v["epoch"] for v in read_epochs(url, VALIDATIONS, "shared").to_pylist()} == epochs
     assert topology_path(url, "shared").exists() and snapshot_path(url, "shared", max(epochs)).exists()
+    journal = store_path(url, "journal", f"{actions[0]['action_id']}.json")  # where a retry on another host finds it
+    assert json.loads(journal.read_text())["result"]["outcome"] == "succeeded"
     assert not (data / "store").exists()  # the tables, snapshots and topology all went to the object store
     flink.cancel_all()

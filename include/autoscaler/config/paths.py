@@ -81,7 +81,13 @@ STORE_CONN_ID = Setting(
     "secret; extra's endpoint_url names an S3-compatible server. Unset: the process's own AWS credentials.",
     "ds2_store",
 )  # fmt: skip
-SETTINGS = (JOBS_FILE, DATA_DIR, JARS_DIR, SPARK_CONF_DIR, SQL_DIR, STORE, STORE_CONN_ID)
+LEASE_CONN_ID = Setting(
+    "lease_conn_id", "DS2_LEASE_CONN_ID",
+    "The PostgreSQL connection whose advisory locks guard a rescale journal on an object store, so that two "
+    "attempts on two hosts never run at once. Default: Airflow's own metadata database, when it is PostgreSQL.",
+    "ds2_lease",
+)  # fmt: skip
+SETTINGS = (JOBS_FILE, DATA_DIR, JARS_DIR, SPARK_CONF_DIR, SQL_DIR, STORE, STORE_CONN_ID, LEASE_CONN_ID)
 
 
 def checkout() -> Path | None:

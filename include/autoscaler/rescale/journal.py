@@ -1,6 +1,9 @@
 """The journal of one rescale action: every step is written (atomically, fsynced) before and after
 its side effect, so a retry with the same action id resumes where a crashed attempt stopped.
 
+The journals lie in a local folder, guarded by ``flock``; or, when the store is on an object store, beside
+it, where a retry on another host finds them, guarded by a lease every host sees (:mod:`.lease`).
+
 Also the clock marks it keeps: a monotonic time that a later attempt (another process, the same
 boot) can still measure from.
 """
@@ -21,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.errors import InputError
+from autoscaler.rescale.lease import held
+from autoscaler.store.files import StorePath, as_store_path
 
 JOURNAL_VERSION = 1
 # An action id names a file: these characters only, at most 200 (full-string match).
@@ -59,11 +64,15 @@ def safe_name(text: str) -> str:
 class Journal:
     """The action's journal file; ``data`` is None until the first write."""
 
-    path: Path
+    path: StorePath
     data: dict[str, Any] | None = None
 
     def save(self) -> None:
-        """Atomic: write a temp file, fsync, rename over the journal (a crash leaves old or new)."""
+        """Atomic: write a temp file, fsync, rename over the journal (a crash leaves old or new); on an
+        object store, one PUT (the object is replaced whole)."""
+        if not isinstance(self.path, Path):
+            self.path.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
+            return
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         with tmp.open("w", encoding="utf-8") as handle:
             json.dump(self.data, handle, indent=1, sort_keys=True)
@@ -95,26 +104,34 @@ def open_journal(journal_dir: str | Path, action_id: str) -> Iterator[Journal]:
         raise InputError(
             "action id", f"{action_id!r} must be 1-200 characters of letters, digits and _ . : + = @ - (it names a file)"
         )
-    directory = Path(journal_dir)
+    directory = as_store_path(str(journal_dir) if isinstance(journal_dir, str) else journal_dir)
+    path = directory / f"{action_id}.json"
+    if not isinstance(directory, Path):  # journals on an object store: hosts exclude each other by a lease
+        with held(f"rescale-action:{action_id}", f"rescale action {action_id!r}"):
+            yield Journal(path, _read(path))
+        return
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(str(directory), f"cannot create the rescale journal folder: {exc.strerror}") from None
-    path = directory / f"{action_id}.json"
     with (directory / f".{action_id}.lock").open("a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise InputError("action id", f"another attempt of action {action_id!r} is still running") from None
-        data = None
-        if path.exists():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except ValueError as exc:
-                raise InputError(str(path), f"the rescale journal is not valid JSON ({exc}): inspect it by hand") from None
-            if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
-                raise InputError(str(path), f"not a version-{JOURNAL_VERSION} rescale journal")
-        yield Journal(path, data)
+        yield Journal(path, _read(path))
+
+
+def _read(path: StorePath) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(str(path), f"the rescale journal is not valid JSON ({exc}): inspect it by hand") from None
+    if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
+        raise InputError(str(path), f"not a version-{JOURNAL_VERSION} rescale journal")
+    return data
 
 
 def boot_id() -> str | None:

@@ -25,13 +25,14 @@ from autoscaler.flink.deployment import JobDeployment
 from autoscaler.rescale.in_place import rescale_in_place
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.rescale.savepoint import rescale_with_savepoint
+from autoscaler.store.files import StorePath, as_store_path, modified_at
 
 
 @dataclass(frozen=True)
 class Unfinished:
     """A journal without a result: its action id, job name, mechanism and seconds since its last step."""
 
-    path: Path
+    path: StorePath
     action_id: str
     job_name: str
     mechanism: str
@@ -41,10 +42,11 @@ class Unfinished:
 def unfinished(journal_dir: str | Path, job_name: str | None = None) -> list[Unfinished]:
     """The journals of ``journal_dir`` (of one Flink job, when named) that hold no result yet."""
     out = []
-    for path in sorted(Path(journal_dir).glob("*.json")):
+    folder = as_store_path(journal_dir)
+    for path in sorted(folder.glob("*.json"), key=str) if folder.exists() else []:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            idle_s = time.time() - path.stat().st_mtime
+            idle_s = time.time() - modified_at(path)
         except (OSError, ValueError):
             continue  # being replaced right now, or not a journal: the next pass looks again
         if not isinstance(data, dict) or data.get("result") or (job_name and data.get("job_name") != job_name):

@@ -33,6 +33,7 @@ from autoscaler.rescale.journal import JOURNAL_VERSION, open_journal, seconds_si
 from autoscaler.rescale.recovery import latest_checkpoint, savepoint_from_history, savepoint_written
 from autoscaler.rescale.restart import SavepointSteps, check_restartable_unchanged
 from autoscaler.rescale.result import RescaleResult
+from autoscaler.store.files import as_store_path
 from autoscaler.store.schemas import FAILED, NOOP
 
 
@@ -131,7 +132,7 @@ def pending_savepoint(journal_dir: str | Path, action_id: str) -> tuple[str, str
     For a deferrable task: poll ``GET /jobs/:job/savepoints/:request`` until COMPLETED, then
     call :func:`rescale_with_savepoint` again with the same action id.
     """
-    path = Path(journal_dir) / f"{action_id}.json"
+    path = as_store_path(journal_dir) / f"{action_id}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         stop, savepoint = data.get("stop") or {}, data.get("savepoint") or {}

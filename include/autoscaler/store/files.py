@@ -46,3 +46,12 @@ def write_text_atomic(path: StorePath, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+def modified_at(path: StorePath) -> float:
+    """When the file or object was last written (seconds since the epoch)."""
+    if isinstance(path, Path):
+        return path.stat().st_mtime
+    info = path.fs.info(path.path)
+    stamp = info.get("LastModified") or info.get("mtime")
+    return stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)

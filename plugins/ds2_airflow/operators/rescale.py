@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -114,14 +113,14 @@ class FlinkRescaleOperator(BaseOperator):
             self.deployment,
             self._target(),
             action_id,
-            Path(self.journal_dir),
+            self.journal_dir,
             savepoint_timeout_s=self.savepoint_timeout_s,
             start_timeout_s=self.start_timeout_s,
             wait_for_savepoint=False,
         )
         if result is not None:
             return self._report(result)
-        job_id, request_id = pending_savepoint(Path(self.journal_dir), action_id)
+        job_id, request_id = pending_savepoint(self.journal_dir, action_id)
         self.defer(
             trigger=FlinkSavepointTrigger(
                 self.flink_conn_id, job_id, request_id, deadline=time.time() + self.savepoint_timeout_s
@@ -139,7 +138,7 @@ class FlinkRescaleOperator(BaseOperator):
             self.deployment,
             self._target(),
             action_id_for(context, self.task_id),
-            Path(self.journal_dir),
+            self.journal_dir,
             savepoint_timeout_s=0.0 if event.get("status") == "timeout" else self.savepoint_timeout_s,
             start_timeout_s=self.start_timeout_s,
         )
