@@ -6,7 +6,7 @@ EXAMPLE := examples/ds2-wordcount
 
 .PHONY: setup demo demo-ui offline test test-faults test-kafka test-install test-py313 wheel test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
-	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status s3proxy-up s3proxy-down s3proxy-status cluster-up cluster-status cluster-down cluster-test
+	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status s3proxy-up s3proxy-down s3proxy-status cluster-up cluster-status cluster-down cluster-test cluster-test-s3
 
 setup:
 	@scripts/bootstrap.sh
@@ -163,4 +163,9 @@ cluster-down: setup
 ## The cluster mode end to end, with faults injected while work is in flight (~15 min; its own cluster in a temp folder).
 cluster-test: setup
 	@scripts/flink.sh build-job
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -rP -m cluster
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -rP -m cluster tests/cluster/test_cluster.py
+## The cluster mode with its store on an object store (S3Proxy) and a data folder per Celery worker, with the
+## Celery-worker-killed drill (~8 min; docs/object-store.md).
+cluster-test-s3: setup
+	@scripts/flink.sh build-job
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -rP -m cluster tests/cluster/test_cluster_object_store.py

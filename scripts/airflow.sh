@@ -25,7 +25,8 @@
 # screenshots need), AIRFLOW_START_TIMEOUT (120 s), AIRFLOW_STOP_TIMEOUT (30 s), FLINK_REST_PORT
 # (8081, for the default flink_default connection). User: admin, its password generated per instance
 # (shown once by 'up', kept in AIRFLOW_HOME/admin-password; AIRFLOW_ADMIN_PASSWORD sets it), and
-# AIRFLOW_USERS ("name:role,...": more users, passwords generated into AIRFLOW_HOME/user-passwords/).
+# AIRFLOW_USERS ("name:role,...": more users, passwords generated into AIRFLOW_HOME/user-passwords/),
+# AIRFLOW_WORKER_DATA_DIRS (0; 1: each Celery worker's DS2_DATA_DIR is hosts/<worker> under it, as on separate hosts).
 # Passed through to every process and recorded for 'env': AIRFLOW__*, AIRFLOW_CONN_*, AIRFLOW_VAR_*
 # and DS2_* from the caller (the settings that define the instance cannot be overridden).
 # Defaults when unset: AIRFLOW_CONN_FLINK_DEFAULT (127.0.0.1:FLINK_REST_PORT), AIRFLOW_CONN_SPARK_DS2
@@ -372,7 +373,14 @@ start_component() {
   # A session (and process group) of its own: the component outlives the terminal, make or test
   # that started it, and 'down' can signal the group it forks. Non-interactive bash runs background
   # jobs in its own process group, so setsid does not fork and $! is the component's pid.
-  setsid "$AIRFLOW" "${args[@]}" </dev/null >>"$LOG_DIR/$c.log" 2>&1 &
+  local own=()
+  # AIRFLOW_WORKER_DATA_DIRS=1: each Celery worker keeps its local data (DS2_DATA_DIR) in a folder of its own,
+  # as workers on separate hosts do; what they share must then be on the object store (docs/object-store.md).
+  if [[ $c == celery-worker-* ]] && [ "${AIRFLOW_WORKER_DATA_DIRS:-0}" = 1 ]; then
+    own=(env "DS2_DATA_DIR=${DS2_DATA_DIR:-$ROOT/data}/hosts/$c")
+    mkdir -p "${own[1]#DS2_DATA_DIR=}"
+  fi
+  setsid "${own[@]}" "$AIRFLOW" "${args[@]}" </dev/null >>"$LOG_DIR/$c.log" 2>&1 &
   pid=$!
   start=$(proc_start "$pid") || die "$c exited at once (log: $LOG_DIR/$c.log)"
   echo "$pid $start" >"$PID_DIR/$c.pid"

@@ -20,6 +20,9 @@ is reported, what died is started again):
   service. One, not three: on the 2 cores of these machines the rest of the cluster already takes them,
   and one broker's internal topics have one replica (conf/kafka/server.properties). A Kafka-fed job
   names its client config, ``data/cluster/kafka/client.properties``, as ``kafka_client_config``.
+- With ``DS2_CLUSTER_STORE=s3``: an object store (``scripts/s3proxy.sh``) holding the store, reached
+  through the ``ds2_store`` connection, and each Celery worker with a data folder of its own
+  (``AIRFLOW_WORKER_DATA_DIRS``), as workers on separate hosts have (docs/object-store.md).
 
 Everything lives under ``DS2_CLUSTER_DIR`` (data/cluster): each service's data, logs and pid files,
 the ports chosen at the first ``up`` (cluster.json), and the store. The jobs are those of
@@ -43,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ds2_local import AIRFLOW_SH, FLINK_SH, KAFKA_SH, POSTGRES_SH, ROOT, SPARK_SH, Stack, free_port, log
 
 REDIS_SH = ROOT / "scripts" / "redis.sh"
+S3PROXY_SH = ROOT / "scripts" / "s3proxy.sh"
 # The topology, as the compose file describes it (tests/unit/test_compose.py ties the two).
 TOPOLOGY = {
     "AIRFLOW_EXECUTOR": "CeleryExecutor",
@@ -54,7 +58,7 @@ TOPOLOGY = {
     "FLINK_SLOTS": "4",
 }
 # Away from make up's 8080/8081, so both can run; the first free port from these when taken.
-DEFAULT_PORTS = {"airflow": 8180, "flink": 8181, "flink_rpc": 6223, "kafka": 29192}
+DEFAULT_PORTS = {"airflow": 8180, "flink": 8181, "flink_rpc": 6223, "kafka": 29192, "s3proxy": 29200}
 
 
 def cluster_dir() -> Path:
@@ -81,10 +85,42 @@ def stack() -> Stack:
         "REDIS_DATA_DIR": str(folder / "redis"),
         "DS2_DATA_DIR": os.environ.get("DS2_DATA_DIR", str(folder)),
     }
+    if object_store():
+        env |= {"S3PROXY_DATA_DIR": str(folder / "s3proxy"), "S3PROXY_PORT": str(chosen["s3proxy"]),
+                "AIRFLOW_WORKER_DATA_DIRS": "1"} | store_env(folder)  # fmt: skip
     s = Stack(folder, chosen["flink"], chosen["airflow"], env)
     s.env["FLINK_RPC_PORT"] = str(chosen["flink_rpc"])
     s.env["KAFKA_PORT"] = str(chosen["kafka"])
     return s
+
+
+def object_store() -> bool:
+    """Whether this cluster keeps its store on an object store (DS2_CLUSTER_STORE=s3; default: a folder)."""
+    value = os.environ.get("DS2_CLUSTER_STORE", "folder")
+    if value not in ("folder", "s3"):
+        raise SystemExit(f"ds2_cluster: DS2_CLUSTER_STORE must be 'folder' or 's3', got {value!r}")
+    return value == "s3"
+
+
+def store_env(folder: Path) -> dict[str, str]:
+    """The store's URL and its connection (the object store's login, from its owner-only client env) once it
+    has been started; the Airflow processes read the connection from AIRFLOW_CONN_DS2_STORE."""
+    client = folder / "s3proxy" / "client.env"
+    if not client.is_file():
+        return {}
+    values = dict(line.split("=", 1) for line in client.read_text().splitlines() if "=" in line)
+    connection = {"conn_type": "aws", "login": values["AWS_ACCESS_KEY_ID"], "password": values["AWS_SECRET_ACCESS_KEY"],
+                  "extra": {"endpoint_url": values["AWS_ENDPOINT_URL"], "region_name": values["AWS_REGION"]}}  # fmt: skip
+    env = {"DS2_STORE": values["DS2_STORE"], "DS2_STORE_CONN_ID": "ds2_store", "AIRFLOW_CONN_DS2_STORE": json.dumps(connection)}
+    lease = folder / "s3proxy" / "lease-url"  # the journals' lease: a role and database of the cluster's PostgreSQL
+    if lease.is_file():
+        from sqlalchemy.engine import make_url
+
+        url = make_url(lease.read_text().strip())
+        env["AIRFLOW_CONN_DS2_LEASE"] = json.dumps({"conn_type": "postgres", "login": url.username, "password": url.password,
+                                                    "host": url.host, "port": url.port, "schema": url.database})  # fmt: skip
+        env["DS2_LEASE_CONN_ID"] = "ds2_lease"
+    return env
 
 
 def script(path: Path, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -98,6 +134,15 @@ def up(_: argparse.Namespace) -> int:
     s.folder.mkdir(parents=True, exist_ok=True)
     s.folder.chmod(0o755)
     log(f"starting the cluster in {s.folder}")
+    if object_store():
+        subprocess.run([str(S3PROXY_SH), "up"], cwd=ROOT, env=s.env, check=True, text=True)
+        subprocess.run([str(POSTGRES_SH), "up"], cwd=ROOT, env=s.env, check=True, text=True)
+        url = subprocess.run([str(POSTGRES_SH), "url", "ds2lease"], cwd=ROOT, env=s.env, check=True, text=True,
+                             capture_output=True).stdout.strip().splitlines()[-1]  # fmt: skip
+        lease = s.folder / "s3proxy" / "lease-url"
+        lease.touch(mode=0o600)
+        lease.write_text(url + "\n")  # owner-only: it holds the role's password
+        s = stack()  # now with the store's URL and connection, and the lease's
     s.flink_up()
     subprocess.run([str(FLINK_SH), "start-missing"], cwd=ROOT, env=s.env, check=True, text=True)
     submit_testjob(s)
@@ -127,14 +172,19 @@ def submit_testjob(s: Stack) -> None:
 
 # Each service's script, in the order status reports them and the reverse of the order down stops them.
 SERVICES = {"postgres": POSTGRES_SH, "redis": REDIS_SH, "airflow": AIRFLOW_SH, "spark": SPARK_SH, "flink": FLINK_SH,
-            "kafka": KAFKA_SH}  # fmt: skip
+            "kafka": KAFKA_SH, "s3proxy": S3PROXY_SH}  # fmt: skip
+
+
+def services() -> dict[str, Path]:
+    """The services of this cluster: the object store only when it keeps its store there."""
+    return {name: path for name, path in SERVICES.items() if name != "s3proxy" or object_store()}
 
 
 def status(_: argparse.Namespace) -> int:
     """Each service's status; exit 0 when all run and answer, 3 when all are stopped, 1 otherwise."""
     s = stack()
     codes = []
-    for name, path in SERVICES.items():
+    for name, path in services().items():
         res = script(path, ["status"], s.env)
         print((res.stdout + res.stderr).strip() or f"{name}: exit {res.returncode}", flush=True)
         codes.append(res.returncode)
@@ -162,7 +212,7 @@ def leftovers(folder: Path) -> list[str]:
 
 def down(_: argparse.Namespace) -> int:
     s = stack()
-    for path in reversed(list(SERVICES.values())):
+    for path in reversed(list(services().values())):
         res = script(path, ["down"], s.env)
         print((res.stdout + res.stderr).strip(), flush=True)
     left = leftovers(s.folder)

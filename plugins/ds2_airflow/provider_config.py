@@ -56,8 +56,9 @@ def export_to_environment() -> dict[str, str]:
 
         conn_id = os.environ.get(STORE_CONN_ID.env, "").strip()
         found = store_environment(conn_id) if conn_id else {}
-        if not os.environ.get(LEASE_DSN_ENV):
-            found[LEASE_DSN_ENV] = lease_dsn(os.environ.get(LEASE_CONN_ID.env, "").strip() or None)
+        lease_conn_id = os.environ.get(LEASE_CONN_ID.env, "").strip()
+        if lease_conn_id and not os.environ.get(LEASE_DSN_ENV):  # unset: a rescale says what is missing
+            found[LEASE_DSN_ENV] = lease_dsn(lease_conn_id)
         for key, value in found.items():
             os.environ[key] = value
             exported[key] = "(from a connection)"  # what was set, never the secret itself

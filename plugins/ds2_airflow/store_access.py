@@ -42,27 +42,22 @@ def store_environment(conn_id: str) -> dict[str, str]:
     return env
 
 
-def lease_dsn(conn_id: str | None) -> str:
-    """The libpq URI of the lease database: the PostgreSQL connection ``conn_id``, else Airflow's metadata database."""
-    if conn_id:
-        from airflow.sdk import BaseHook
+def lease_dsn(conn_id: str) -> str:
+    """The libpq URI of the lease database, the PostgreSQL connection ``conn_id``.
 
-        try:
-            conn = BaseHook.get_connection(conn_id)
-        except Exception as exc:  # AirflowNotFoundException and the secrets backends' own kinds
-            raise InputError(f"connection {conn_id!r}", f"cannot be read: {exc}") from None
-        if conn.conn_type not in ("postgres", "postgresql"):
-            raise InputError(f"connection {conn_id!r}", f"is of type {conn.conn_type!r}; the lease needs PostgreSQL")
-        login = f"{quote(conn.login or '', safe='')}:{quote(conn.password or '', safe='')}@" if conn.login else ""
-        return f"postgresql://{login}{conn.host or 'localhost'}:{conn.port or 5432}/{quote(conn.schema or 'postgres', safe='')}"
-    from airflow.configuration import conf
-    from sqlalchemy.engine import make_url
+    Not Airflow's own metadata database by default: Airflow 3's task processes do not reach it (their
+    ``sql_alchemy_conn`` is withheld), and the lease is taken in the task that rescales.
+    """
+    from airflow.sdk import BaseHook
 
-    url = make_url(conf.get("database", "sql_alchemy_conn"))
-    if url.get_backend_name() != "postgresql":
-        backend = url.get_backend_name()
-        raise InputError("lease_conn_id", f"a store on an object store needs a PostgreSQL lease; Airflow's database is {backend}")
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception as exc:  # AirflowNotFoundException and the secrets backends' own kinds
+        raise InputError(f"connection {conn_id!r}", f"cannot be read: {exc}") from None
+    if conn.conn_type not in ("postgres", "postgresql"):
+        raise InputError(f"connection {conn_id!r}", f"is of type {conn.conn_type!r}; the lease needs PostgreSQL")
+    login = f"{quote(conn.login or '', safe='')}:{quote(conn.password or '', safe='')}@" if conn.login else ""
+    return f"postgresql://{login}{conn.host or 'localhost'}:{conn.port or 5432}/{quote(conn.schema or 'postgres', safe='')}"
 
 
 def check_store(url: str, conn_id: str | None) -> None:

@@ -234,6 +234,6 @@ def test_without_a_lease_database_a_shared_journal_is_refused(object_env, monkey
     from autoscaler.rescale.journal import open_journal
 
     monkeypatch.delenv("DS2_LEASE_DSN", raising=False)
-    with pytest.raises(InputError, match="DS2_LEASE_DSN is not set"):
+    with pytest.raises(InputError, match="none is set: set lease_conn_id"):
         with open_journal(f"{object_env.store()}/journal", "act-2"):
             pass

@@ -72,6 +72,36 @@ def test_a_setting_from_airflows_config_reaches_the_core_and_the_environment_win
     assert paths.jar("ds2-testjob.jar") == tmp_path / "mine" / "ds2-testjob.jar"
 
 
+def test_a_store_on_an_object_store_takes_its_credentials_and_lease_from_connections(monkeypatch):
+    """The key, secret and endpoint of the ``aws`` connection, and the ``postgres`` lease connection as a libpq URI,
+    reach the environment the core and its subprocesses read; what was exported is named, never shown."""
+    for setting in paths.SETTINGS:
+        monkeypatch.setenv(setting.env, "")
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP",
+                "DS2_LEASE_DSN"):  # fmt: skip
+        monkeypatch.setenv(key, "")  # recorded, so that monkeypatch removes what the export sets
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AIRFLOW__DS2_AUTOSCALER__STORE", "s3://ds2-bucket/store")
+    monkeypatch.setenv("AIRFLOW__DS2_AUTOSCALER__STORE_CONN_ID", "ds2_store")
+    monkeypatch.setenv("AIRFLOW__DS2_AUTOSCALER__LEASE_CONN_ID", "ds2_lease")
+    extra = {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1"}
+    store = {"conn_type": "aws", "login": "AKEY", "password": "s3cr/t", "extra": extra}
+    lease = {"conn_type": "postgres", "login": "lease", "password": "p@ss:word", "host": "db", "port": 5433, "schema": "ds2"}
+    monkeypatch.setenv("AIRFLOW_CONN_DS2_STORE", json.dumps(store))
+    monkeypatch.setenv("AIRFLOW_CONN_DS2_LEASE", json.dumps(lease))
+    exported = export_to_environment()
+    assert exported["AWS_SECRET_ACCESS_KEY"] == "(from a connection)" and "s3cr/t" not in json.dumps(exported)
+    assert paths.store() == "s3://ds2-bucket/store"
+    assert (os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]) == ("AKEY", "s3cr/t")
+    endpoint = (os.environ["AWS_ENDPOINT_URL"], os.environ["AWS_REGION"], os.environ["AWS_ALLOW_HTTP"])
+    assert endpoint == ("http://127.0.0.1:9", "eu-west-1", "true")
+    assert os.environ["DS2_LEASE_DSN"] == "postgresql://lease:p%40ss%3Aword@db:5433/ds2"
+    monkeypatch.setenv("AIRFLOW_CONN_DS2_LEASE", json.dumps({**lease, "conn_type": "mysql"}))
+    monkeypatch.delenv("DS2_LEASE_DSN")
+    with pytest.raises(InputError, match="the lease needs PostgreSQL"):
+        export_to_environment()
+
+
 def test_without_a_checkout_the_defaults_come_from_the_install(monkeypatch, tmp_path):
     for setting in paths.SETTINGS:
         monkeypatch.delenv(setting.env, raising=False)

@@ -84,7 +84,8 @@ STORE_CONN_ID = Setting(
 LEASE_CONN_ID = Setting(
     "lease_conn_id", "DS2_LEASE_CONN_ID",
     "The PostgreSQL connection whose advisory locks guard a rescale journal on an object store, so that two "
-    "attempts on two hosts never run at once. Default: Airflow's own metadata database, when it is PostgreSQL.",
+    "attempts on two hosts never run at once. Required with a store on an object store (a rescale says so "
+    "when it is missing); Airflow's own database cannot serve, since Airflow 3's tasks do not reach it.",
     "ds2_lease",
 )  # fmt: skip
 SETTINGS = (JOBS_FILE, DATA_DIR, JARS_DIR, SPARK_CONF_DIR, SQL_DIR, STORE, STORE_CONN_ID, LEASE_CONN_ID)

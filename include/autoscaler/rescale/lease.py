@@ -11,7 +11,7 @@ time has to be guessed. The server notices a host that vanished without closing 
 TCP keepalives, set here per session to about a minute (:data:`KEEPALIVE`), not the system's two hours.
 
 ``DS2_LEASE_DSN`` (a libpq URI) names the database; the Airflow side sets it from the ``lease_conn_id``
-setting, else from Airflow's own metadata database when that is PostgreSQL.
+setting's PostgreSQL connection.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def held(name: str, what: str) -> Iterator[None]:
     """Hold the lease ``name`` for the block, or fail at once with an error naming ``what`` when another holds it."""
     dsn = os.environ.get(LEASE_DSN_ENV, "").strip()
     if not dsn:
-        raise InputError(what, f"needs a lease every host sees, and {LEASE_DSN_ENV} is not set (a PostgreSQL URI)")
+        setting = f"set lease_conn_id (a PostgreSQL connection) or {LEASE_DSN_ENV}"
+        raise InputError(what, f"needs a lease every host sees, and none is set: {setting}")
     import psycopg2  # on use: only a deployment whose journals are shared needs it
 
     try:
