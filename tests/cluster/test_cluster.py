@@ -88,6 +88,28 @@ def worker_that_ran(cluster: Cluster, run_id: str, task_id: str, try_number: int
     return None
 
 
+def kill_the_worker_running_the_rescale(cluster: Cluster, server, dag: str) -> tuple[dict, int]:
+    """Kill the Celery worker that runs a rescale of ``dag`` (with all it forked) and wait for the run: its
+    retry succeeds on the other worker. Returns the run and the killed worker's number."""
+
+    def rescale_running():
+        for run in runs(server, dag):
+            ti = task(server, dag, run["dag_run_id"], "rescale")
+            if ti.get("state") == "running":
+                worker = worker_that_ran(cluster, run["dag_run_id"], "rescale", ti["try_number"])
+                return (run, ti, worker) if worker else None
+        return None
+
+    run, ti, worker = poll(f"{dag}'s rescale running on a Celery worker", rescale_running, 420, 0.2)
+    killed = kill_host(cluster.celery_worker_pid(worker), f"celery-worker-{worker}")
+    print(f"killed celery-worker-{worker} (pids {killed}) while it ran {run['dag_run_id']} rescale try {ti['try_number']}")
+    assert server.wait_run(dag, run["dag_run_id"], timeout_s=420) == "success"
+    retried = task(server, dag, run["dag_run_id"], "rescale")
+    assert retried["state"] == "success" and retried["try_number"] > ti["try_number"], retried
+    assert worker_that_ran(cluster, run["dag_run_id"], "rescale", retried["try_number"]) == 3 - worker
+    return run, worker
+
+
 def records_through(client, job_id: str, vertex: str) -> list[int] | None:
     """Records each subtask of ``vertex`` has read, once every one has read some; else None (and what
     every vertex has read and written, to the log)."""
@@ -130,21 +152,7 @@ def test_the_cluster_mode_end_to_end_with_faults(cluster):
     originals = {"auto": submit(cluster, "auto", 30000), "gated": submit(cluster, "gated", 10000)}
 
     # 1. auto's rescale; the Celery worker running it is killed with everything it forked.
-    def rescale_running():
-        for run in runs(server, "ds2_auto"):
-            ti = task(server, "ds2_auto", run["dag_run_id"], "rescale")
-            if ti.get("state") == "running":
-                worker = worker_that_ran(cluster, run["dag_run_id"], "rescale", ti["try_number"])
-                return (run, ti, worker) if worker else None
-        return None
-
-    run, ti, worker = poll("auto's rescale running on a Celery worker", rescale_running, 420, 0.2)
-    killed = kill_host(cluster.celery_worker_pid(worker), f"celery-worker-{worker}")
-    print(f"killed celery-worker-{worker} (pids {killed}) while it ran {run['dag_run_id']} rescale try {ti['try_number']}")
-    assert server.wait_run("ds2_auto", run["dag_run_id"], timeout_s=420) == "success"
-    retried = task(server, "ds2_auto", run["dag_run_id"], "rescale")
-    assert retried["state"] == "success" and retried["try_number"] > ti["try_number"], retried
-    assert worker_that_ran(cluster, run["dag_run_id"], "rescale", retried["try_number"]) == 3 - worker
+    run, _ = kill_the_worker_running_the_rescale(cluster, server, "ds2_auto")
     epoch = jobs["auto"].epoch_of(datetime.fromisoformat(run["data_interval_end"]))
     action = poll("auto's action row", lambda: actions(cluster, "auto").get(epoch), 60)
     assert action["outcome"] == "succeeded", action

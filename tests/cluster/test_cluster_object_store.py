@@ -18,8 +18,8 @@ from autoscaler.config.jobs import load_jobs
 from autoscaler.store.files import store_path
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS
-from tests.cluster.cluster_setup import Cluster, kill_host, start_cluster
-from tests.cluster.test_cluster import runs, status_ok, submit, task, worker_that_ran
+from tests.cluster.cluster_setup import Cluster, start_cluster
+from tests.cluster.test_cluster import kill_the_worker_running_the_rescale, status_ok, submit
 from tests.helpers import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
@@ -56,21 +56,7 @@ def test_the_cluster_mode_on_an_object_store_with_a_celery_worker_killed(cluster
     jobs = {j.name: j for j in load_jobs(cluster.folder / "jobs.yaml")}
     submit(cluster, "auto", 30000)
 
-    def rescale_running():
-        for run in runs(server, "ds2_auto"):
-            ti = task(server, "ds2_auto", run["dag_run_id"], "rescale")
-            if ti.get("state") == "running":
-                worker = worker_that_ran(cluster, run["dag_run_id"], "rescale", ti["try_number"])
-                return (run, ti, worker) if worker else None
-        return None
-
-    run, ti, worker = poll("auto's rescale running on a Celery worker", rescale_running, 420, 0.2)
-    killed = kill_host(cluster.celery_worker_pid(worker), f"celery-worker-{worker}")
-    print(f"killed celery-worker-{worker} (pids {killed}) while it ran {run['dag_run_id']} rescale try {ti['try_number']}")
-    assert server.wait_run("ds2_auto", run["dag_run_id"], timeout_s=420) == "success"
-    retried = task(server, "ds2_auto", run["dag_run_id"], "rescale")
-    assert retried["state"] == "success" and retried["try_number"] > ti["try_number"], retried
-    assert worker_that_ran(cluster, run["dag_run_id"], "rescale", retried["try_number"]) == 3 - worker
+    run, worker = kill_the_worker_running_the_rescale(cluster, server, "ds2_auto")
     epoch = jobs["auto"].epoch_of(datetime.fromisoformat(run["data_interval_end"]))
     actions = lambda: {a["epoch"]: a for a in read_epochs(url, ACTIONS, "auto").to_pylist()}  # noqa: E731
     action = poll("auto's action row on the object store", lambda: actions().get(epoch), 60)

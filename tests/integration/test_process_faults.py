@@ -140,15 +140,20 @@ def test_the_jobmanager_killed_after_the_savepoint_stopped_the_job(fragile_flink
 
 
 def test_the_jobmanager_killed_while_the_savepoint_was_taken(fragile_flink, tmp_path):
+    """The savepoint cannot complete before the JobManager dies: the TaskManager is frozen (SIGSTOP) before the
+    stop is requested, so it never acknowledges the savepoint's barrier, and is thawed once the JobManager is
+    dead. Every run tests the window, instead of racing a savepoint that takes milliseconds."""
     client, name = fragile_flink.client, "pf-jm-during"
     old = start(fragile_flink, name)
     wait_checkpoint(client, old)
-    request_rescale(fragile_flink, name, tmp_path)
-    kill(fragile_flink, "standalonesession")  # within milliseconds of the request: the savepoint is not complete
-    for partial in (tmp_path / "sp").glob("savepoint-*"):
-        if not (partial / "_metadata").exists():
-            continue
-        pytest.skip("the savepoint completed before the JobManager died (covered by the test above)")
+    taskmanager = daemon_pid(fragile_flink, "taskexecutor")
+    os.kill(taskmanager, signal.SIGSTOP)
+    try:
+        request_rescale(fragile_flink, name, tmp_path)
+        kill(fragile_flink, "standalonesession")
+    finally:
+        os.kill(taskmanager, signal.SIGCONT)
+    assert not list((tmp_path / "sp").glob("savepoint-*/_metadata"))  # the window was hit: no savepoint completed
     start_missing(fragile_flink)
     result = resume(fragile_flink, name, tmp_path)
     assert result.outcome == "rolled-back", result
