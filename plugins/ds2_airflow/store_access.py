@@ -65,8 +65,10 @@ def check_store(url: str, conn_id: str | None) -> None:
     from airflow.sdk import ObjectStoragePath
 
     bucket = "/".join(url.split("/", 3)[:3])
+    via = f" with connection {conn_id!r}" if conn_id else " with the environment's credentials"
     try:
-        ObjectStoragePath(bucket, conn_id=conn_id).exists()
+        found = ObjectStoragePath(bucket, conn_id=conn_id).exists()
     except Exception as exc:  # botocore, aiohttp or fsspec kinds
-        via = f" with connection {conn_id!r}" if conn_id else " with the environment's credentials"
         raise InputError(f"store {url}", f"cannot be reached{via}: {type(exc).__name__}: {exc}") from None
+    if not found:  # s3fs answers False for a bucket it may not see as for one that is not there
+        raise InputError(f"store {url}", f"cannot be reached{via}: its bucket does not exist or is not readable")

@@ -70,3 +70,18 @@ def test_a_job_is_rescaled_with_its_store_on_the_object_store(flink, on_object_s
     assert json.loads(journal.read_text())["result"]["outcome"] == "succeeded"
     assert not (data / "store").exists()  # the tables, snapshots and topology all went to the object store
     flink.cancel_all()
+
+
+def test_bootstrap_asks_the_store_through_object_storage_path(on_object_store, monkeypatch):
+    """The store answers with the connection's credentials; a wrong secret is named with the store and the
+    connection, without the secret, instead of failing the first task."""
+    from autoscaler.errors import InputError
+    from ds2_airflow.store_access import check_store
+
+    _, url = on_object_store
+    check_store(url, "ds2_store")
+    connection = json.loads(os.environ["AIRFLOW_CONN_DS2_STORE"])
+    monkeypatch.setenv("AIRFLOW_CONN_DS2_WRONG", json.dumps({**connection, "password": "not-the-secret"}))
+    with pytest.raises(InputError, match=r"store s3://ds2/dag-\w+: cannot be reached with connection 'ds2_wrong'") as caught:
+        check_store(url, "ds2_wrong")
+    assert "not-the-secret" not in str(caught.value)

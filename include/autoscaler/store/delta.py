@@ -19,7 +19,10 @@ is then made again from the start (it only states which epochs it replaces, so i
 up to :data:`COMMIT_ATTEMPTS` times.
 
 Each write of new epochs adds one small file to its block; :func:`write_epochs` compacts a block once
-it holds :data:`COMPACT_AT_FILES` files, so that a reader opens a bounded number of files per block.
+it holds :data:`COMPACT_AT_FILES` files, so that a reader opens a bounded number of files per block, and
+then vacuums the files the table stopped using longer ago than its retention (Delta's default: 7 days).
+delta-rs writes a log checkpoint every 100 commits (seen: version 99's after 102 commits), so opening a
+table reads one checkpoint and fewer than 100 commit entries, however long the job has run.
 Credentials and the endpoint come from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ...:
 what delta-rs and every AWS client read); the Airflow side puts them there from a connection.
 """
@@ -159,6 +162,10 @@ def _compact_if_due(url: str, table: Table, job: str, block: int) -> None:
         dt.optimize.compact(partition_filters=where)
     except conflict as exc:  # a writer committed to the block meanwhile: nothing is lost, compaction waits
         log.info("store: compacting %s job %s block %s deferred (%s)", table.name, job, block, exc)
+        return
+    # The files compaction and overwrites removed from the table stay on the store until vacuumed; those
+    # removed longer ago than the table's retention (Delta's default, 7 days: far beyond any reader) go now.
+    _open(url, table).vacuum(dry_run=False)
 
 
 def _filter(job: str, epochs: Sequence[int] | None) -> ds.Expression:
