@@ -6,7 +6,7 @@ EXAMPLE := examples/ds2-wordcount
 
 .PHONY: setup demo demo-ui offline test test-faults test-kafka test-install test-py313 wheel test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
-	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status s3proxy-up s3proxy-down s3proxy-status cluster-up cluster-status cluster-down cluster-test cluster-test-s3
+	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status s3proxy-up s3proxy-down s3proxy-status cluster-up cluster-status cluster-down cluster-test cluster-test-s3 test-s3
 
 setup:
 	@scripts/bootstrap.sh
@@ -31,7 +31,7 @@ down:
 ## Everything CI runs: lint, unit tests, Spark tests.
 test: setup
 	$(VENV)/bin/ruff check .
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long and not install"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long and not install and not object_store_dag"
 
 ## Fault injection on real Flink and Airflow: processes killed by pid mid-rescale (~6 min).
 test-faults: setup
@@ -164,6 +164,9 @@ cluster-down: setup
 cluster-test: setup
 	@scripts/flink.sh build-job
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -rP -m cluster tests/cluster/test_cluster.py
+## The scaling DAG with its store on an object store (S3Proxy), credentials from a connection (~2.5 min; docs/object-store.md).
+test-s3: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m object_store_dag
 ## The cluster mode with its store on an object store (S3Proxy) and a data folder per Celery worker, with the
 ## Celery-worker-killed drill (~8 min; docs/object-store.md).
 cluster-test-s3: setup

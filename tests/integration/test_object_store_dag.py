@@ -15,7 +15,7 @@ from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, VALIDATIONS
 from tests.conftest import ROOT
 from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, dag_test_environment, job_entry, next_epoch_end
 
-pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.object_store_dag]
 INTERVAL_S = 10
 AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP", "AWS_SESSION_TOKEN")
 
