@@ -55,36 +55,13 @@ USER_NAME=ds2
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; }
 
-java_cmd() {
-  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then echo "$JAVA_HOME/bin/java"; else command -v java || die "java (17+) is missing"; fi
-}
-
-# mvn dependency:copy-dependencies of one profile of conf/kafka/pom.xml into $2 (replaced atomically).
-resolve() { # $1 profile, $2 folder
-  command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is missing: it resolves Kafka's jars from Maven Central"
-  local tmp=$2.tmp
-  mkdir -p "$(dirname "$2")"
-  rm -rf "$tmp"
-  log "resolving the $1 jars from Maven Central (conf/kafka/pom.xml) into $2"
-  # Maven's output is shown only when it fails.
-  if ! mvn -q -B -f "$POM" -P "$1" dependency:copy-dependencies -DoutputDirectory="$tmp" \
-    -Dmaven.repo.local="${MAVEN_REPO:-$HOME/.m2/repository}" >"$tmp.log" 2>&1; then
-    cat "$tmp.log" >&2
-    die "mvn could not resolve the $1 jars (conf/kafka/pom.xml)"
-  fi
-  rm -f "$tmp.log"
-  rm -rf "$ROOT/conf/kafka/target"
-  rm -rf "$2"
-  mv "$tmp" "$2"
-}
-
 cmd_install() {
   [ $# -eq 0 ] || die "install takes no arguments"
   local stamp=$KAFKA_HOME/.ds2-resolved want
   want=$(sha256sum "$POM" | cut -d' ' -f1)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     mkdir -p "$KAFKA_HOME"
-    resolve broker "$KAFKA_HOME/libs"
+    maven_resolve "$POM" broker "$KAFKA_HOME/libs"
     echo "$want" >"$stamp"
   fi
   [ ! -d "$FLINK_HOME/lib" ] || cmd_install_connector
@@ -94,7 +71,7 @@ cmd_install_connector() {
   [ $# -eq 0 ] || die "install-connector takes no arguments"
   [ -d "$FLINK_HOME/lib" ] || die "no Flink in $FLINK_HOME: 'scripts/flink.sh install' first"
   [ ! -f "$FLINK_HOME/lib/$CONNECTOR" ] || return 0
-  resolve flink-connector "$KAFKA_HOME/flink-connector"
+  maven_resolve "$POM" flink-connector "$KAFKA_HOME/flink-connector"
   cp "$KAFKA_HOME/flink-connector/$CONNECTOR" "$FLINK_HOME/lib/$CONNECTOR.tmp"
   mv "$FLINK_HOME/lib/$CONNECTOR.tmp" "$FLINK_HOME/lib/$CONNECTOR"
   log "installed $CONNECTOR into $FLINK_HOME/lib (a Flink cluster running now sees it after a restart)"
@@ -229,18 +206,7 @@ cmd_up() {
 
 cmd_down() {
   [ $# -eq 0 ] || die "down takes no arguments"
-  local pid t0
-  pid=$(our_pid)
-  if [ -z "$pid" ]; then
-    rm -f "$PID_FILE"
-    log "not running"
-    return 0
-  fi
-  t0=$(now_ms)
-  # SIGTERM: a controlled shutdown that flushes the logs.
-  stop_pids "$pid" || die "could not stop pid $pid"
-  rm -f "$PID_FILE"
-  log "stopped (pid $pid) in $(secs_since "$t0") s"
+  stop_recorded "$PID_FILE" # SIGTERM: a controlled shutdown that flushes the logs
 }
 
 cmd_status() {

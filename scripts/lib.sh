@@ -126,6 +126,45 @@ stop_pids() {
   done
 }
 
+# Stops the process recorded in pid file $1 (SIGTERM, then SIGKILL after STOP_TIMEOUT) and removes the file:
+# the 'down' of a service of one process.
+stop_recorded() {
+  local pid t0
+  pid=$(live_pid "$1")
+  if [ -z "$pid" ]; then
+    rm -f "$1"
+    log "not running"
+    return 0
+  fi
+  t0=$(now_ms)
+  stop_pids "$pid" || die "could not stop pid $pid"
+  rm -f "$1"
+  log "stopped (pid $pid) in $(secs_since "$t0") s"
+}
+
+# The java to run (JAVA_HOME's, else the PATH's); an error when there is none.
+java_cmd() {
+  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then echo "$JAVA_HOME/bin/java"; else command -v java || die "java (17+) is missing"; fi
+}
+
+# mvn dependency:copy-dependencies of profile $2 of pom $1 into folder $3 (replaced atomically); Maven's
+# output is shown only when it fails.
+maven_resolve() { # $1 pom, $2 profile, $3 folder
+  command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is missing: it resolves the $2 jars from Maven Central"
+  local tmp=$3.tmp pom_name=${1#"$ROOT"/}
+  mkdir -p "$(dirname "$3")"
+  rm -rf "$tmp"
+  log "resolving the $2 jars from Maven Central ($pom_name) into $3"
+  if ! mvn -q -B -f "$1" -P "$2" dependency:copy-dependencies -DoutputDirectory="$tmp" \
+    -Dmaven.repo.local="${MAVEN_REPO:-$HOME/.m2/repository}" >"$tmp.log" 2>&1; then
+    cat "$tmp.log" >&2
+    die "mvn could not resolve the $2 jars ($pom_name)"
+  fi
+  rm -f "$tmp.log"
+  rm -rf "$(dirname "$1")/target" "$3"
+  mv "$tmp" "$3"
+}
+
 # The header comment of the sourcing script (from line 2 to 'set -euo'), as its usage text.
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2

@@ -133,18 +133,7 @@ cmd_up() {
 
 cmd_down() {
   [ $# -eq 0 ] || die "down takes no arguments"
-  local pid t0
-  pid=$(our_pid)
-  if [ -z "$pid" ]; then
-    rm -f "$PID_FILE"
-    log "not running"
-    return 0
-  fi
-  t0=$(now_ms)
-  # SIGTERM: Redis flushes the append-only file and exits.
-  stop_pids "$pid" || die "could not stop pid $pid"
-  rm -f "$PID_FILE"
-  log "stopped (pid $pid) in $(secs_since "$t0") s"
+  stop_recorded "$PID_FILE" # SIGTERM: Redis flushes the append-only file and exits
 }
 
 cmd_restart() {

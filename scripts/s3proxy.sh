@@ -46,27 +46,6 @@ BUCKET=${S3PROXY_BUCKET:-ds2}
 [[ $BUCKET =~ ^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$ ]] || die "S3PROXY_BUCKET must be an S3 bucket name (3-63 of a-z 0-9 . -), got '$BUCKET'"
 REGION=us-east-1
 
-java_cmd() {
-  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then echo "$JAVA_HOME/bin/java"; else command -v java || die "java (17+) is missing"; fi
-}
-
-# mvn dependency:copy-dependencies of one profile of conf/store/pom.xml into $2 (replaced atomically).
-resolve() { # $1 profile, $2 folder
-  command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is missing: it resolves S3Proxy's and S3A's jars from Maven Central"
-  local tmp=$2.tmp
-  mkdir -p "$(dirname "$2")"
-  rm -rf "$tmp"
-  log "resolving the $1 jars from Maven Central (conf/store/pom.xml) into $2"
-  if ! mvn -q -B -f "$POM" -P "$1" dependency:copy-dependencies -DoutputDirectory="$tmp" \
-    -Dmaven.repo.local="${MAVEN_REPO:-$HOME/.m2/repository}" >"$tmp.log" 2>&1; then
-    cat "$tmp.log" >&2
-    die "mvn could not resolve the $1 jars (conf/store/pom.xml)"
-  fi
-  rm -f "$tmp.log"
-  rm -rf "$ROOT/conf/store/target" "$2"
-  mv "$tmp" "$2"
-}
-
 cmd_install() {
   [ $# -eq 0 ] || die "install takes no arguments"
   local want home stamp
@@ -74,7 +53,7 @@ cmd_install() {
   for home in "$S3PROXY_HOME:s3proxy" "$S3A_HOME:spark-s3a"; do
     stamp=${home%%:*}/.ds2-resolved
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-      resolve "${home##*:}" "${home%%:*}"
+      maven_resolve "$POM" "${home##*:}" "${home%%:*}"
       echo "$want" >"$stamp"
     fi
   done
@@ -188,17 +167,7 @@ cmd_up() {
 
 cmd_down() {
   [ $# -eq 0 ] || die "down takes no arguments"
-  local pid t0
-  pid=$(our_pid)
-  if [ -z "$pid" ]; then
-    rm -f "$PID_FILE"
-    log "not running"
-    return 0
-  fi
-  t0=$(now_ms)
-  stop_pids "$pid" || die "could not stop pid $pid"
-  rm -f "$PID_FILE"
-  log "stopped (pid $pid) in $(secs_since "$t0") s"
+  stop_recorded "$PID_FILE"
 }
 
 cmd_status() {

@@ -92,62 +92,49 @@ def host_process(url: str, env: dict[str, str], data_dir: Path, host: str, *args
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
-def test_two_hosts_writing_one_job_at_once_neither_lose_nor_duplicate_a_row(object_store, tmp_path):
+def test_two_hosts_writing_one_job_at_once_neither_lose_nor_duplicate_a_row(object_env, tmp_path):
     """Two processes with separate local folders write interleaved epochs of one job (the same blocks,
     so their commits conflict) and a job each, three rounds: every epoch is there once, from its last round."""
-    url = object_store.store()
-    a = host_process(url, object_store.env, tmp_path / "host-a", "host-a", 0, 60, 3)
-    b = host_process(url, object_store.env, tmp_path / "host-b", "host-b", 60, 120, 3)
+    url = object_env.store()
+    a = host_process(url, object_env.env, tmp_path / "host-a", "host-a", 0, 60, 3)
+    b = host_process(url, object_env.env, tmp_path / "host-b", "host-b", 60, 120, 3)
     for p in (a, b):
         assert p.wait(300) == 0, p.stderr.read()
-    os.environ.update(object_store.env)
-    try:
-        seen = messages(url)
-        assert [e for e, _ in seen] == list(range(120))  # none lost, none doubled
-        assert all(m == ("host-a-2" if e < 60 else "host-b-2") for e, m in seen)
-        assert [e for e, _ in messages(url, "host-a")] == list(range(0, 60, 5))
-        assert [e for e, _ in messages(url, "host-b")] == list(range(60, 120, 5))
-        assert not any((tmp_path / h / "s3:").exists() for h in ("host-a", "host-b"))  # nothing went to a local folder
-    finally:
-        for key in object_store.env:
-            os.environ.pop(key, None)
+    seen = messages(url)
+    assert [e for e, _ in seen] == list(range(120))  # none lost, none doubled
+    assert all(m == ("host-a-2" if e < 60 else "host-b-2") for e, m in seen)
+    assert [e for e, _ in messages(url, "host-a")] == list(range(0, 60, 5))
+    assert [e for e, _ in messages(url, "host-b")] == list(range(60, 120, 5))
+    assert not any((tmp_path / h / "s3:").exists() for h in ("host-a", "host-b"))  # nothing went to a local folder
 
 
-def test_two_hosts_writing_the_same_epochs_at_once_leave_one_copy_of_each(object_store, tmp_path):
+def test_two_hosts_writing_the_same_epochs_at_once_leave_one_copy_of_each(object_env, tmp_path):
     """Both write epochs 0-59 of one job three times, at once (a retried task on a second host): each
     epoch's rows are one host's whole write, never both hosts' rows for one epoch."""
-    url = object_store.store()
-    hosts = [host_process(url, object_store.env, tmp_path / h, h, 0, 60, 3) for h in ("host-a", "host-b")]
+    url = object_env.store()
+    hosts = [host_process(url, object_env.env, tmp_path / h, h, 0, 60, 3) for h in ("host-a", "host-b")]
     for p in hosts:
         assert p.wait(300) == 0, p.stderr.read()
-    os.environ.update(object_store.env)
-    try:
-        seen = messages(url)
-        assert [e for e, _ in seen] == list(range(60))
-        assert {m for _, m in seen} <= {"host-a-2", "host-b-2"}
-    finally:
-        for key in object_store.env:
-            os.environ.pop(key, None)
+    seen = messages(url)
+    assert [e for e, _ in seen] == list(range(60))
+    assert {m for _, m in seen} <= {"host-a-2", "host-b-2"}
 
 
-def test_a_writer_killed_mid_write_leaves_whole_epochs(object_store, tmp_path):
+def test_a_writer_killed_mid_write_leaves_whole_epochs(object_env, tmp_path):
     """SIGKILL while a host writes: every epoch is in the table whole (five rows' write, one commit) or not at all."""
-    url = object_store.store()
-    writer = host_process(url, object_store.env, tmp_path / "host", "host", 0, 10_000, 1)
-    os.environ.update(object_store.env)
+    url = object_env.store()
+    writer = host_process(url, object_env.env, tmp_path / "host", "host", 0, 10_000, 1)
     try:
         poll("the writer's first commits", lambda: len(messages(url)) >= 20, 120, 0.2)
-        writer.send_signal(signal.SIGKILL)
-        writer.wait(30)
-        seen = messages(url)
-        epochs = [e for e, _ in seen]
-        assert epochs == list(range(len(epochs)))  # written in order: a prefix, no gap, no double
-        assert len(epochs) % 5 == 0  # whole writes only
-        write_epochs(url, ACTIONS, "wc", rows([len(epochs)], "after"))  # the table takes the next write
-        assert messages(url)[-1] == (len(epochs), "after")
     finally:
-        for key in object_store.env:
-            os.environ.pop(key, None)
+        writer.send_signal(signal.SIGKILL)  # also when the poll failed: the test stops what it started
+        writer.wait(30)
+    seen = messages(url)
+    epochs = [e for e, _ in seen]
+    assert epochs == list(range(len(epochs)))  # written in order: a prefix, no gap, no double
+    assert len(epochs) % 5 == 0  # whole writes only
+    write_epochs(url, ACTIONS, "wc", rows([len(epochs)], "after"))  # the table takes the next write
+    assert messages(url)[-1] == (len(epochs), "after")
 
 
 def test_quarantine_moves_an_epoch_out_of_the_object_store_and_back(object_env):

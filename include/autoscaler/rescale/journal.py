@@ -104,7 +104,7 @@ def open_journal(journal_dir: str | Path, action_id: str) -> Iterator[Journal]:
         raise InputError(
             "action id", f"{action_id!r} must be 1-200 characters of letters, digits and _ . : + = @ - (it names a file)"
         )
-    directory = as_store_path(str(journal_dir) if isinstance(journal_dir, str) else journal_dir)
+    directory = as_store_path(journal_dir)
     path = directory / f"{action_id}.json"
     if not isinstance(directory, Path):  # journals on an object store: hosts exclude each other by a lease
         with held(f"rescale-action:{action_id}", f"rescale action {action_id!r}"):
