@@ -33,6 +33,7 @@ import requests
 HERE = Path(__file__).resolve().parent
 RECORDING = HERE / "flink-replay.json"
 _JOB = re.compile(r"/jobs/([0-9a-f]{32})")
+_JOB_METRICS = re.compile(r"/jobs/([0-9a-f]{32})/metrics")
 _VERTEX = re.compile(r"/jobs/([0-9a-f]{32})/vertices/([0-9a-f]{32})")
 _METRICS = re.compile(r"/jobs/([0-9a-f]{32})/vertices/([0-9a-f]{32})/subtasks/([0-9]{1,4})/metrics")
 
@@ -181,6 +182,8 @@ def handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
             if (m := _METRICS.fullmatch(path)) and m[1] in replay.names:
                 wanted = query["get"][0].split(",") if "get" in query else None
                 return self._send(200, replay.metrics(m[2], m[3], wanted))
+            if (m := _JOB_METRICS.fullmatch(path)) and m[1] in replay.names:
+                return self._send(200, [{"id": "numRestarts", "value": "0"}])  # a replayed job never fails over
             if (m := _VERTEX.fullmatch(path)) and m[1] in replay.names and m[2] in replay.rec["readings"][1]["vertices"]:
                 return self._send(200, replay.vertex(m[2]))
             if (m := _JOB.fullmatch(path)) and m[1] in replay.names:

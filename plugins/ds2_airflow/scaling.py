@@ -107,14 +107,15 @@ def metrics_and_alerts(job: JobConfig, epoch: int, outcome: str, context: Any) -
     """The epoch's metrics and alerts, from what the store now holds (autoscaler.observe.metrics and .alerts)."""
     try:
         # Enough epochs for the alerts, and for a rescale recorded under an earlier epoch that ran late.
-        back = max(views_needed(job.alerts.quarantined_epochs), job.max_late_epochs + 2)
+        needed = views_needed(job.alerts.quarantined_epochs, job.alerts.failover_epochs)
+        back = max(needed, job.max_late_epochs + 2)
         views = job_view(store_root(), job.name, job.interval_s, epoch - back + 1, epoch)
     except Exception as exc:  # the audit row is committed; a store read that fails costs only these
         log.warning("metrics and alerts of epoch %d not sent: %s", epoch, exc)
         return
     emit(epoch_samples(job.name, views, outcome))
-    recent = views[-views_needed(job.alerts.quarantined_epochs) :]
-    send_alerts(epoch_alerts(job.name, recent, job.alerts.quarantined_epochs), job.alerts, context)
+    alerts = epoch_alerts(job.name, views[-needed:], job.alerts.quarantined_epochs, job.alerts.failover_epochs)
+    send_alerts(alerts, job.alerts, context)
 
 
 def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
@@ -125,6 +126,7 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
     epoch = epoch_for(job, context)
     plan_data = ti.xcom_pull(task_ids="decide", key="plan")
     plan = ScalingPlan.from_dict(plan_data) if plan_data else None
+    collected = ti.xcom_pull(task_ids="collect") or {}
     run = outcomes.EpochRun(
         action_id=f"{safe_run_id(context)}.{job.name}",
         mechanism=job.mechanism,
@@ -135,7 +137,8 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
         rescaled=ti.xcom_pull(task_ids="rescale"),
         failed_tasks=_failed_tasks(context),
         validation_summary=(ti.xcom_pull(task_ids="validate") or {}).get("summary"),
-        flink_job_id=(ti.xcom_pull(task_ids="collect") or {}).get("flink_job_id"),
+        flink_job_id=collected.get("flink_job_id"),
+        failing_over=ti.xcom_pull(task_ids="collect", key="failing_over") or collected.get("failing_over"),
     )
     row = outcomes.epoch_row(job.name, epoch, run, lambda: audit.validation_summary(store_root(), job.name, epoch))
     audit.record_action(store_root(), row)

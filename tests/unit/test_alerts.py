@@ -8,7 +8,14 @@ import pytest
 
 from autoscaler.config.jobs import parse_jobs
 from autoscaler.errors import InputError
-from autoscaler.observe.alerts import FAILED_RESCALE, INEFFECTIVE_SCALE_UP, QUARANTINED_EPOCHS, epoch_alerts, views_needed
+from autoscaler.observe.alerts import (
+    FAILED_RESCALE,
+    INEFFECTIVE_SCALE_UP,
+    QUARANTINED_EPOCHS,
+    RESTART_LOOP,
+    epoch_alerts,
+    views_needed,
+)
 from autoscaler.observe.views import DECIDED, QUARANTINED, EpochView
 from autoscaler.policy.base import INEFFECTIVE_SCALE_UP as INEFFECTIVE
 
@@ -38,7 +45,7 @@ def test_quarantined_epochs_alert_once_when_the_streak_reaches_n():
     alerts = epoch_alerts("j", [v(0), *q[:3]], 3)
     assert [a.kind for a in alerts] == [QUARANTINED_EPOCHS] and "3 epochs in a row" in alerts[0].problem
     assert kinds(q[:4]) == []  # the streak goes on: no new alert (the caller reads views_needed(3) = 4 epochs)
-    assert views_needed(3) == 4 and views_needed(1) == 2
+    assert views_needed(3, 3) == 4 and views_needed(1, 1) == 2 and views_needed(1, 5) == 6
     assert kinds([v(0), q[0]], n=1) == [QUARANTINED_EPOCHS]
 
 
@@ -73,3 +80,15 @@ def test_the_alerts_section_of_a_job(tmp_path):
         with pytest.raises(InputError, match="job 'j'") as err:
             parse_jobs(_config(bad), "jobs.yaml")
         assert words in str(err.value)
+
+
+def test_a_restart_loop_alerts_once_when_the_job_was_failing_over_in_n_epochs_in_a_row():
+    over = [v(e, outcome="failing-over", message=f"Flink job 'x' is RESTARTING ({e})") for e in range(1, 6)]
+    assert [a.kind for a in epoch_alerts("j", over[:2], 3, 3)] == []  # one failover marks up to two epochs
+    alerts = epoch_alerts("j", [v(0, outcome="noop"), *over[:3]], 3, 3)
+    assert [(a.kind, a.epoch) for a in alerts] == [(RESTART_LOOP, 3)]
+    assert "failing over in 3 epochs in a row" in alerts[0].problem and "RESTARTING (3)" in alerts[0].problem
+    assert epoch_alerts("j", over[:4], 3, 3) == []  # the loop goes on: alerted once
+    broken = [*over[:2], v(3, outcome="noop"), *over[3:5]]
+    assert epoch_alerts("j", broken, 3, 3) == []  # a healthy epoch ends the streak
+    assert [a.kind for a in epoch_alerts("j", over[:1], 3, 1)] == [RESTART_LOOP]

@@ -227,6 +227,23 @@ def test_a_recommendation_is_recorded_as_recommended():
     assert row["outcome"] == RECOMMENDED and row["message"].startswith("recommended, not acted on")
 
 
+def test_a_job_failing_over_is_recorded_as_failing_over_and_held_like_a_restart(tmp_path):
+    from autoscaler.decide.history import last_rescale
+    from autoscaler.record import audit
+    from autoscaler.record.outcomes import FAILING_OVER, SKIPPED, EpochRun, epoch_row
+
+    found = "Flink job 'wc' (ab) is RESTARTING, not RUNNING; last failure: java.lang.IllegalStateException: boom"
+    row = epoch_row("wc", 10, EpochRun("a1", "savepoint-restart", {}, failed_tasks=["collect"], failing_over=found))
+    assert row["outcome"] == FAILING_OVER and row["message"].startswith(found)
+    assert row["message"].endswith("nothing is decided or rescaled while it fails over")
+    assert epoch_row("wc", 10, EpochRun("a1", "savepoint-restart", {}, failed_tasks=["collect"]))["outcome"] == SKIPPED
+    audit.record_action(tmp_path, row)
+    last = last_rescale(tmp_path, "wc", 11)
+    assert (last.epoch, last.what) == (10, "failover")
+    plan = decide(job(), 11, rows(), last_rescale=last, decided_epochs_since_rescale=1, free_slots=6, now=NOW)
+    assert plan.action == NOOP and "warm-up: epoch 1 of 1 after the failover at epoch 10" in plan.summary
+
+
 @pytest.mark.parametrize("bad", [0, -3, float("nan"), float("inf")])
 def test_a_proposal_of_zero_negative_or_nan_is_refused_with_a_reason(bad):
     decisions = rows()

@@ -57,7 +57,9 @@ def test_a_batched_job_with_a_prometheus_connection_is_collected_from_prometheus
 
     def from_rest(client, job_name, job, epoch, store_root, **kw):
         rest.append((client, job_name))
-        return SimpleNamespace(window_s=29.5, flink_job_id="beef", warmup_reason=None, rows=SimpleNamespace(num_rows=8))
+        return SimpleNamespace(
+            window_s=29.5, flink_job_id="beef", warmup_reason=None, failing_over=None, rows=SimpleNamespace(num_rows=8)
+        )
 
     monkeypatch.setattr(interval.prometheus, "collect_epoch", from_prometheus)
     monkeypatch.setattr(interval, "collect_epoch_metrics", from_rest)

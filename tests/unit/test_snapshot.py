@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from autoscaler.collect.snapshot import Snapshot, restart_between, source_splits, window_metrics
+from autoscaler.collect.snapshot import Snapshot, failovers_between, restart_between, source_splits, window_metrics
 from autoscaler.flink.models import SubtaskCounters, VertexInfo
 
 SRC, CNT = "a" * 32, "b" * 32
@@ -135,8 +135,23 @@ def test_restarts_are_detected_but_time_jitter_is_not_a_restart():
 
 
 def test_snapshots_round_trip_through_json():
-    s = snap(10, 1, 2, 3, rate=5.0)
+    s = replace(snap(10, 1, 2, 3, rate=5.0), restarts=4)
     assert Snapshot.from_json(s.to_json()) == s
+    old = s.to_json().replace(', "restarts": 4', "")  # written before the field: not known
+    assert '"restarts"' not in old and Snapshot.from_json(old).restarts is None
+
+
+def test_a_failover_whose_counters_caught_up_is_a_restart_and_a_rescale_is_no_failover():
+    before = replace(snap(10, 1000, 9000, 1000), restarts=2)
+    caught_up = replace(snap(40, 1500, 9500, 1500), restarts=5)  # restarted from 0 and passed the old counts
+    assert failovers_between(before, caught_up) == 3
+    assert restart_between(before, caught_up) == "the job failed over 3 times (numRestarts 2 -> 5)"
+    assert all(r["warmup"] for r in window_metrics(before, caught_up, "j", 1).to_pylist())
+    assert failovers_between(before, replace(caught_up, restarts=2)) == 0
+    assert failovers_between(before, replace(caught_up, restarts=None)) == 0  # not reported: counters decide
+    rescaled = replace(caught_up, vertices=(before.vertices[0], replace(before.vertices[1], parallelism=4)))
+    assert failovers_between(before, rescaled) == 0  # an in-place rescale counts in numRestarts too
+    assert failovers_between(before, replace(caught_up, flink_job_id="d" * 32)) == 0
 
 
 def test_a_sources_capacity_is_what_it_took_in_per_busy_second_and_its_splits_cap_it():

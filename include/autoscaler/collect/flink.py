@@ -23,7 +23,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from autoscaler.collect.snapshot import Snapshot, load_snapshot, restart_between, save_snapshot, take_snapshot, window_metrics
+from autoscaler.collect.snapshot import (
+    Snapshot,
+    failovers_between,
+    load_snapshot,
+    restart_between,
+    save_snapshot,
+    take_snapshot,
+    window_metrics,
+)
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.store.files import StorePath, store_path
 from autoscaler.store.parquet import validate_job_name, write_epochs
@@ -40,6 +48,12 @@ class CollectionResult:
     measured_short_window: bool  # no usable previous boundary: measured a window now
     warmup_reason: str | None  # the window spans a restart: kept, never used for a decision
     flink_job_id: str
+    failovers: int = 0  # times the job failed over in the window (its numRestarts grew, id and parallelism kept)
+
+    @property
+    def failing_over(self) -> str | None:
+        """The window's failovers in words (the epoch's outcome is then failing-over), or None."""
+        return f"the job failed over {self.failovers} times in this epoch's window" if self.failovers else None
 
     def summary(self) -> str:
         how = "short window measured now" if self.measured_short_window else "since the previous epoch's window"
@@ -114,6 +128,7 @@ def collect_epoch_metrics(
         measured_short_window=short,
         warmup_reason=restart_between(previous, current),
         flink_job_id=current.flink_job_id,
+        failovers=failovers_between(previous, current),
     )
 
 

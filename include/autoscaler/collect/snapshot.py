@@ -66,6 +66,7 @@ class Snapshot:
     vertices: tuple[VertexInfo, ...]
     edges: tuple[tuple[str, str], ...]
     counters: tuple[SubtaskCounters, ...]
+    restarts: int | None = None  # the job's numRestarts when the counters were read (None: not reported, older snapshots)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -83,6 +84,7 @@ class Snapshot:
                 vertices=tuple(VertexInfo(**v) for v in data["vertices"]),
                 edges=tuple(tuple(e) for e in data["edges"]),  # type: ignore[misc]
                 counters=tuple(SubtaskCounters(**c) for c in data["counters"]),
+                restarts=data.get("restarts"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(source, f"not a valid counter snapshot: {exc}") from None
@@ -149,6 +151,7 @@ def take_snapshot(
         vertices=details.vertices,
         edges=details.edges,
         counters=tuple(counters),
+        restarts=client.restarts(details.id),
     )
 
 
@@ -206,6 +209,16 @@ def _with_source_gauges(
     return out
 
 
+def failovers_between(previous: Snapshot, current: Snapshot) -> int:
+    """How often the job failed over between two snapshots: the growth of its ``numRestarts`` while it kept
+    its id and parallelism (a rescale restarts it too, in place or as a new job; that is not a failure)."""
+    if previous.flink_job_id != current.flink_job_id or previous.restarts is None or current.restarts is None:
+        return 0
+    if {v.id: v.parallelism for v in previous.vertices} != {v.id: v.parallelism for v in current.vertices}:
+        return 0
+    return max(0, current.restarts - previous.restarts)
+
+
 def restart_between(previous: Snapshot, current: Snapshot) -> str | None:
     """Why the window between two snapshots spans a restart, or None."""
     if previous.flink_job_id != current.flink_job_id:
@@ -214,6 +227,9 @@ def restart_between(previous: Snapshot, current: Snapshot) -> str | None:
     for v in current.vertices:
         if before.get(v.id) != v.parallelism:
             return f"vertex {v.name} parallelism {before.get(v.id)} -> {v.parallelism}"
+    # Counters restart from zero on a failover, but can pass their old values again before the window ends.
+    if failovers := failovers_between(previous, current):
+        return f"the job failed over {failovers} times (numRestarts {previous.restarts} -> {current.restarts})"
     old = {(c.vertex_id, c.subtask): c for c in previous.counters}
     for c in current.counters:
         o = old.get((c.vertex_id, c.subtask))

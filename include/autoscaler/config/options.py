@@ -276,6 +276,12 @@ ALERT_SMTP_CONN_ID = Option(
 ALERT_QUARANTINED_EPOCHS = Option(
     "alerts.quarantined_epochs", "integer", 3, "Alert when this many epochs in a row have been quarantined by validation.", 1
 )
+ALERT_FAILOVER_EPOCHS = Option(
+    "alerts.failover_epochs", "integer", 3,
+    "Alert (restart-loop) when the job was failing over in this many epochs in a row. One failover, which Flink "
+    "recovers from by itself, marks at most two epochs (the one it interrupts and the one whose window spans the "
+    "restart), so the default of 3 means it failed again.", 1,
+)  # fmt: skip
 # -- rescale ------------------------------------------------------------------------------------
 MECHANISM = Option(
     "mechanism", "choice", SAVEPOINT_RESTART,

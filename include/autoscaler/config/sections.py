@@ -45,6 +45,7 @@ class Alerts:
     email: tuple[str, ...] = opt.ALERT_EMAIL.default
     smtp_conn_id: str = opt.ALERT_SMTP_CONN_ID.default
     quarantined_epochs: int = opt.ALERT_QUARANTINED_EPOCHS.default
+    failover_epochs: int = opt.ALERT_FAILOVER_EPOCHS.default
 
 
 # An address as a mail header holds it: no spaces, commas or angle brackets (they would add recipients).
@@ -95,6 +96,7 @@ def read_alerts(f: Fields) -> Alerts:
         if not _EMAIL.fullmatch(address):
             raise f.error(f"email[{i}]", f"{address!r} is not an e-mail address")
     alerts = Alerts(email=email, smtp_conn_id=f.option(opt.ALERT_SMTP_CONN_ID),
-                    quarantined_epochs=f.option(opt.ALERT_QUARANTINED_EPOCHS))  # fmt: skip
+                    quarantined_epochs=f.option(opt.ALERT_QUARANTINED_EPOCHS),
+                    failover_epochs=f.option(opt.ALERT_FAILOVER_EPOCHS))  # fmt: skip
     f.done()
     return alerts

@@ -17,11 +17,11 @@ import pyarrow.compute as pc
 
 from autoscaler.decide.rules import LastRescale, agreeing_epochs
 from autoscaler.store.parquet import read_epochs
-from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, RESTARTED
+from autoscaler.store.schemas import ACTIONS, DECISIONS, FAILING_OVER, METRICS, RESTARTED
 
 
 def last_rescale(store_root: str | Path, job: str, before_epoch: int) -> LastRescale | None:
-    """The newest action before ``before_epoch`` after which the job restarted (None: never)."""
+    """The newest action before ``before_epoch`` after which the job restarted, a failover included (None: never)."""
     actions = read_epochs(store_root, ACTIONS, job)
     if actions.num_rows == 0:
         return None
@@ -31,7 +31,8 @@ def last_rescale(store_root: str | Path, job: str, before_epoch: int) -> LastRes
     if restarts.num_rows == 0:
         return None
     newest = restarts.sort_by([("epoch", "descending")]).slice(0, 1).to_pylist()[0]
-    return LastRescale(int(newest["epoch"]), newest["finished_at"])
+    what = "failover" if newest["outcome"] == FAILING_OVER else "rescale"
+    return LastRescale(int(newest["epoch"]), newest["finished_at"], what)
 
 
 def decided_epochs(store_root: str | Path, job: str, after_epoch: int, up_to_epoch: int, enough: int) -> int:

@@ -5,7 +5,8 @@ the job on noise. A proposal becomes a rescale only when it passes, in this orde
 
 1. the epoch is decidable (validated, not a warm-up window) and every operator's metrics are complete;
 2. warm-up: the first ``warmup_epochs`` epochs after a rescale carry the restart's transient, counted from
-   the decided epoch and from the epoch the restart fell in (a late rescale starts its warm-up late);
+   the decided epoch and from the epoch the restart fell in (a late rescale starts its warm-up late); a
+   failover (an epoch recorded failing-over) restarts the job too, and counts as one here and below;
 3. activation: at least ``activation_epochs`` decided epochs since the last rescale;
 4. cooldown: at least ``cooldown`` since the last rescale ended;
 5. per operator: hysteresis (a scale-down by ``ignore_scale_down_by`` instances or fewer is ignored,
@@ -41,8 +42,11 @@ RECOMMEND = "recommend"  # a rescale decided and recorded, never acted on (recom
 
 @dataclass(frozen=True)
 class LastRescale:
+    """The newest epoch after which the job restarted: a rescale, or a failover (recorded failing-over)."""
+
     epoch: int
     finished_at: datetime | None
+    what: str = "rescale"  # "rescale" or "failover", for the reasons' words
 
 
 @dataclass
@@ -290,7 +294,7 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
         )
     since = epoch - last.epoch
     if since <= stability.warmup_epochs:
-        return f"warm-up: epoch {since} of {stability.warmup_epochs} after the rescale at epoch {last.epoch}"
+        return f"warm-up: epoch {since} of {stability.warmup_epochs} after the {last.what} at epoch {last.epoch}"
     # A rescale that ran late (its run queued, or its worker died and the retry finished it) took effect
     # after later epochs had ended: their metrics describe the job before it, and acting on them would
     # undo or repeat it (seen in the cluster drill: 1 -> 6 late, then the next epoch, still measured at
@@ -301,7 +305,7 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
         took_effect = job.epoch_of(finished) + 1  # the epoch whose interval holds ``finished``
         if epoch < took_effect:
             return (
-                f"measured before the rescale at epoch {last.epoch} took effect ({finished:%H:%M:%S} UTC): "
+                f"measured before the {last.what} at epoch {last.epoch} took effect ({finished:%H:%M:%S} UTC): "
                 "these metrics describe the job as it ran before"
             )
         # Warm-up counts from the epoch the restart fell in, not only from the decided epoch: when runs
@@ -310,15 +314,16 @@ def _stability_hold(job: JobConfig, epoch: int, last: LastRescale | None, decide
         # next run measured 6 s of the drain 9 s after the restart and went 4 -> 6, then 6 -> 4).
         if epoch - took_effect < stability.warmup_epochs:
             return (
-                f"warm-up: epoch {epoch - took_effect + 1} of {stability.warmup_epochs} after the rescale at "
+                f"warm-up: epoch {epoch - took_effect + 1} of {stability.warmup_epochs} after the {last.what} at "
                 f"epoch {last.epoch} took effect ({finished:%H:%M:%S} UTC, in epoch {took_effect})"
             )
     if decided < stability.activation_epochs:
-        return f"activation: {decided} of {stability.activation_epochs} decided epochs since the rescale at epoch {last.epoch}"
+        need = stability.activation_epochs
+        return f"activation: {decided} of {need} decided epochs since the {last.what} at epoch {last.epoch}"
     if stability.cooldown_s and last.finished_at is not None and now is not None:
         elapsed = (now - last.finished_at).total_seconds()
         if elapsed < stability.cooldown_s:
-            return f"cooldown: {elapsed:.0f} s of {stability.cooldown_s:.0f} s since the last rescale"
+            return f"cooldown: {elapsed:.0f} s of {stability.cooldown_s:.0f} s since the last {last.what}"
     return None
 
 

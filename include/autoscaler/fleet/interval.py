@@ -32,7 +32,7 @@ from autoscaler.config.jobs import JobConfig
 from autoscaler.decide import history as decide_history
 from autoscaler.decide.rules import ScalingPlan, decide
 from autoscaler.errors import InputError
-from autoscaler.flink.client import FlinkRestClient
+from autoscaler.flink.client import FlinkRestClient, JobNotRunning
 from autoscaler.record import audit, outcomes
 from autoscaler.store.files import StorePath, store_path, write_text_atomic
 from autoscaler.topology import read_topology_csv
@@ -54,6 +54,7 @@ class JobEpoch:
     failed: str | None = None  # the stage that failed: collect, validate, policy or decide
     error: str | None = None  # its one-line reason
     held: str | None = None  # why the job is not decided this interval although nothing failed
+    failing_over: str | None = None  # how collection found the job failing over (the epoch's outcome is then failing-over)
 
     @property
     def name(self) -> str:
@@ -158,9 +159,11 @@ def collect_all(
             )  # fmt: skip
         except Exception as exc:  # any job's failure is its own verdict
             item.fail("collect", exc)
+            item.failing_over = str(exc) if isinstance(exc, JobNotRunning) and exc.failing_over else None
             return
         item.collected = {"window_s": result.window_s, "flink_job_id": result.flink_job_id,
                           "warmup_reason": result.warmup_reason, "rows": result.rows.num_rows}  # fmt: skip
+        item.failing_over = result.failing_over
 
     items = [e for e in epochs if e.alive]
     if not items:
@@ -259,6 +262,7 @@ def record(item: JobEpoch, store_root: str | Path, action_id: str) -> dict[str, 
         plan_action=plan.action if plan else None,
         validation_summary=message or item.validation.get("summary"),
         flink_job_id=item.collected.get("flink_job_id"),
+        failing_over=item.failing_over,
     )
     row = outcomes.epoch_row(item.name, item.epoch, run)
     audit.record_action(store_root, row)

@@ -21,8 +21,11 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from autoscaler.flink import ids
+from autoscaler.flink.errors import FlinkError, FlinkUnreachable, JobNotRunning
 from autoscaler.flink.models import (
+    ACTIVE_STATES,
     ENDED_STATES,
+    FAILOVER_STATES,
     JobDetails,
     JobSummary,
     OperationStatus,
@@ -30,19 +33,6 @@ from autoscaler.flink.models import (
     VertexInfo,
     stable_vertex_names,
 )
-
-
-class FlinkError(RuntimeError):
-    """Flink answered with an error, or could not be reached."""
-
-    def __init__(self, message: str, status: int | None = None, url: str | None = None) -> None:
-        self.status = status
-        self.url = url
-        super().__init__(message)
-
-
-class FlinkUnreachable(FlinkError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -176,11 +166,29 @@ class FlinkRestClient:
             time.sleep(poll_s)
 
     def running_job(self, name: str) -> JobSummary:
-        job = self.find_job(name)
+        """The RUNNING job called ``name``; :class:`JobNotRunning` when it is alive in another state."""
+        job = self.find_job(name) or self.find_job(name, ACTIVE_STATES)
         if job is None:
             seen = sorted({f"{j.name} ({j.state})" for j in self.jobs()})
             raise FlinkError(f"no RUNNING Flink job named {name!r} at {self.base_url} (jobs: {seen or 'none'})")
+        if job.state != "RUNNING":
+            restarts, cause = self.restarts(job.id), self.exceptions(job.id) if job.state in FAILOVER_STATES else None
+            how = "".join([f"; it restarted {restarts} times since it was submitted" if restarts else "",
+                           f"; last failure: {cause}" if cause else ""])  # fmt: skip
+            raise JobNotRunning(f"Flink job {name!r} ({job.id}) is {job.state}, not RUNNING{how}", job.state, restarts)
         return job
+
+    def restarts(self, job_id: str) -> int | None:
+        """Flink's job metric ``numRestarts``: failovers (and in-place rescales) since the job was submitted."""
+        try:  # an answer without it (a proxy, a metric filtered out) leaves the counters to tell a restart
+            data = self.get(f"/jobs/{ids.job_id(job_id)}/metrics", get="numRestarts") or []
+            return int(float({m.get("id"): m.get("value") for m in data if isinstance(m, dict)}["numRestarts"]))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        except FlinkError as exc:
+            if exc.status is None:
+                raise  # Flink unreachable: the snapshot fails as any other read would
+            return None
 
     def job(self, job_id: str) -> JobDetails:
         data = self.get(f"/jobs/{ids.job_id(job_id)}")
@@ -246,7 +254,12 @@ class FlinkRestClient:
         if root:
             return root.strip().splitlines()[0]
         history = (data or {}).get("exceptionHistory", {}).get("entries", [])
-        return history[0].get("exceptionName") if history else None
+        if not history:
+            return None
+        newest = history[0]  # its stack trace's first line holds the message; the name alone does not
+        first = (newest.get("stacktrace") or "").strip().splitlines()
+        where = f" (in {newest['taskName']})" if newest.get("taskName") else ""
+        return (first[0] if first else newest.get("exceptionName") or "unknown") + where
 
     # -- savepoints, checkpoints ------------------------------------------------------------
     def stop_with_savepoint(self, job_id: str, target_directory: str | None, drain: bool = False) -> str:
@@ -280,7 +293,7 @@ class FlinkRestClient:
                 raise FlinkError(f"{what} did not complete within {deadline_s} s (last status {status.status})")
             time.sleep(interval_s)
 
-    # -- jars -------------------------------------------------------------------------------
+    # -- jars, cancel, the adaptive scheduler's requirements ----------------------------------
     def upload_jar(self, path: str | Path) -> str:
         path = Path(path)
         with path.open("rb") as handle:
@@ -301,17 +314,12 @@ class FlinkRestClient:
         claim_mode: str = "NO_CLAIM",
         flink_configuration: Mapping[str, str] | None = None,
     ) -> str:
-        body: dict[str, Any] = {"programArgsList": list(program_args), "allowNonRestoredState": allow_non_restored_state}
-        if entry_class:
-            body["entryClass"] = entry_class
+        body: dict[str, Any] = {"programArgsList": list(program_args), "allowNonRestoredState": allow_non_restored_state,
+                                "entryClass": entry_class or None, "parallelism": parallelism or None,
+                                "flinkConfiguration": dict(flink_configuration) if flink_configuration else None}  # fmt: skip
         if savepoint_path:
-            body["savepointPath"] = savepoint_path
-            body["claimMode"] = claim_mode
-        if parallelism:
-            body["parallelism"] = parallelism
-        if flink_configuration:
-            body["flinkConfiguration"] = dict(flink_configuration)
-        data = self._request("POST", f"/jars/{ids.jar_id(jar_id)}/run", json=body)
+            body |= {"savepointPath": savepoint_path, "claimMode": claim_mode}
+        data = self._request("POST", f"/jars/{ids.jar_id(jar_id)}/run", json={k: v for k, v in body.items() if v is not None})
         return ids.job_id(data["jobid"])
 
     def planned_vertex_ids(self, jar_id: str, entry_class: str | None, program_args: Sequence[str]) -> set[str]:
@@ -325,7 +333,6 @@ class FlinkRestClient:
     def cancel(self, job_id: str) -> None:
         self._request("PATCH", f"/jobs/{ids.job_id(job_id)}", params={"mode": "cancel"})
 
-    # -- adaptive scheduler -----------------------------------------------------------------
     def resource_requirements(self, job_id: str) -> dict[str, dict[str, int]]:
         data = self.get(f"/jobs/{ids.job_id(job_id)}/resource-requirements")
         return {vid: dict(req["parallelism"]) for vid, req in data.items()}

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 # States in which a job is (or is about to be) alive; anything else means it is gone.
 ACTIVE_STATES = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING", "FAILING", "CANCELLING")
 ENDED_STATES = ("FAILED", "CANCELED", "FINISHED", "SUSPENDED")
+# States of a job that failed and is restarting by its restart strategy (a rescale is not a failure).
+FAILOVER_STATES = ("FAILING", "RESTARTING")
 
 
 # The planner numbers a SQL job's nodes ("GroupAggregate[4] -> Sink: counts[5]") from a counter that

@@ -7,6 +7,9 @@
   the streak reaches that length, not again for every epoch it goes on);
 - an **ineffective scale-up**: the policy found that an operator's last scale-up bought less than
   it promised, and holds further scale-ups (alerted on the first epoch that says so).
+- a **restart loop**: the job was failing over (FAILING or RESTARTING when collected, or its
+  ``numRestarts`` grew in the window) in ``failover_epochs`` epochs in a row, alerted as the streak
+  reaches that length.
 
 The other two alerts come from the reconciler's failures (``ds2_reconcile``): a job left not
 running and a rescale journal nobody can settle. The Airflow side sends them all
@@ -15,17 +18,18 @@ running and a rescale journal nobody can settle. The Airflow side sends them all
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from autoscaler.config.options import ALERT_FAILOVER_EPOCHS
 from autoscaler.observe.views import QUARANTINED, EpochView
 from autoscaler.policy.base import INEFFECTIVE_SCALE_UP as INEFFECTIVE
-from autoscaler.store.schemas import FAILED, ROLLED_BACK
+from autoscaler.store.schemas import FAILED, FAILING_OVER, ROLLED_BACK
 
 # UNSETTLED: the reconciler found the job not running, or a rescale of it nobody can finish now.
-FAILED_RESCALE, QUARANTINED_EPOCHS, INEFFECTIVE_SCALE_UP, UNSETTLED = (
-    "failed-rescale", "quarantined-epochs", "ineffective-scale-up", "needs-a-person",
+FAILED_RESCALE, QUARANTINED_EPOCHS, INEFFECTIVE_SCALE_UP, UNSETTLED, RESTART_LOOP = (
+    "failed-rescale", "quarantined-epochs", "ineffective-scale-up", "needs-a-person", "restart-loop",
 )  # fmt: skip
 
 
@@ -40,7 +44,18 @@ class Alert:
         return asdict(self)
 
 
-def epoch_alerts(job: str, views: Sequence[EpochView], quarantined_epochs: int) -> list[Alert]:
+def _streak(views: Sequence[EpochView], holds: Callable[[EpochView], bool]) -> int:
+    """How many of the newest views in a row ``holds``."""
+    streak = 0
+    for view in reversed(views):
+        if not holds(view):
+            break
+        streak += 1
+    return streak
+
+
+def epoch_alerts(job: str, views: Sequence[EpochView], quarantined_epochs: int,
+                 failover_epochs: int = ALERT_FAILOVER_EPOCHS.default) -> list[Alert]:  # fmt: skip
     """The alerts the newest of ``views`` (oldest first, consecutive epochs) raises."""
     if not views:
         return []
@@ -48,14 +63,12 @@ def epoch_alerts(job: str, views: Sequence[EpochView], quarantined_epochs: int) 
     out = []
     if now.outcome in (FAILED, ROLLED_BACK):
         out.append(Alert(FAILED_RESCALE, job, now.epoch, f"the rescale {now.outcome}: {now.message or 'see the run'}"))
-    streak = 0
-    for view in reversed(views):
-        if view.state != QUARANTINED:
-            break
-        streak += 1
-    if streak == quarantined_epochs:
+    if (streak := _streak(views, lambda v: v.state == QUARANTINED)) == quarantined_epochs:
         why = f": {now.validation}" if now.validation else ""
         out.append(Alert(QUARANTINED_EPOCHS, job, now.epoch, f"{streak} epochs in a row quarantined by validation{why}"))
+    if (streak := _streak(views, lambda v: v.outcome == FAILING_OVER)) == failover_epochs:
+        why = f" (latest: {now.message})" if now.message else ""
+        out.append(Alert(RESTART_LOOP, job, now.epoch, f"the job was failing over in {streak} epochs in a row{why}"))
     before = views[-2] if len(views) > 1 and views[-2].epoch == now.epoch - 1 else None
     for op, found in sorted(now.findings.items()):
         if INEFFECTIVE in found and not (before and INEFFECTIVE in before.findings.get(op, ())):
@@ -65,6 +78,6 @@ def epoch_alerts(job: str, views: Sequence[EpochView], quarantined_epochs: int) 
     return out
 
 
-def views_needed(quarantined_epochs: int) -> int:
+def views_needed(quarantined_epochs: int, failover_epochs: int = ALERT_FAILOVER_EPOCHS.default) -> int:
     """How many epochs, the newest included, :func:`epoch_alerts` must see."""
-    return max(2, quarantined_epochs + 1)
+    return max(2, quarantined_epochs + 1, failover_epochs + 1)

@@ -27,7 +27,7 @@ from autoscaler.observe.views import LOST, QUARANTINED, RECOMMENDATION, WARMUP, 
 
 SHADE_COLORS = {LOST: "#d62728", QUARANTINED: "#ff7f0e", WARMUP: "#bcbd22", RECOMMENDATION: "#17becf", EXCLUDED: "#9467bd"}
 OUTCOME_COLORS = {"succeeded": "#2ca02c", "failed": "#d62728", "rolled-back": "#ff7f0e", "rejected": "#8c564b",
-                  "skipped": "#7f7f7f", "recommended": "#17becf"}  # fmt: skip
+                  "skipped": "#7f7f7f", "recommended": "#17becf", "failing-over": "#e377c2"}  # fmt: skip
 CHART_HEIGHT = 170
 RANGES_H = {1: "1 h", 6: "6 h", 24: "24 h", 24 * 7: "7 d", 24 * 30: "30 d"}  # the range choices (hours)
 

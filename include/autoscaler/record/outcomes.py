@@ -23,6 +23,7 @@ from autoscaler.store.parquet import epoch_block
 from autoscaler.store.schemas import (  # noqa: F401 - re-exported: the words every stage uses
     ALL,
     FAILED,
+    FAILING_OVER,
     NOOP,
     NOT_ACTED,
     RECOMMENDED,
@@ -89,6 +90,7 @@ class EpochRun:
     flink_job_id: str | None = None  # the job the metrics were collected from
     # Last: callers pass the fields above by position.
     plan_action: str | None = None  # the decide task's action: rescale, noop or recommend
+    failing_over: str | None = None  # how collection found the job failing over (JobNotRunning, or failovers in the window)
 
 
 def epoch_row(job: str, epoch: int, run: EpochRun, stored_validation: Callable[[], str | None] = lambda: None) -> dict[str, Any]:
@@ -108,6 +110,9 @@ def epoch_row(job: str, epoch: int, run: EpochRun, stored_validation: Callable[[
     elif "rescale" in failed:
         message = f"the rescale task failed before reporting a result (see its log): {plan}"
         row = action_row(job, epoch, outcome=FAILED, message=message, approved_by=approved_by, **common)
+    elif run.failing_over:
+        message = f"{run.failing_over}: nothing is decided or rescaled while it fails over"
+        row = action_row(job, epoch, outcome=FAILING_OVER, message=message, flink_job_id=run.flink_job_id, **common)
     elif failed:
         what = stored_validation() if "validate" in failed else None
         message = f"{', '.join(failed)} failed: {what or 'see the task logs'}"

@@ -84,11 +84,14 @@ SUCCEEDED, FAILED, ROLLED_BACK, NOOP = "succeeded", "failed", "rolled-back", "no
 RESCALE_OUTCOMES = (SUCCEEDED, FAILED, ROLLED_BACK, NOOP)
 # Outcomes of an epoch in which nothing was rescaled. RECOMMENDED: a rescale was decided but not acted on
 # (recommendation-only job, excluded period).
-SKIPPED, REJECTED, RECOMMENDED = "skipped", "rejected", "recommended"
-NOT_ACTED = (NOOP, SKIPPED, REJECTED, RECOMMENDED)
-ALL = (*RESCALE_OUTCOMES, SKIPPED, REJECTED, RECOMMENDED)
-# After these the job runs anew (new job id or restarted tasks): warm-up and cooldown count from them.
-RESTARTED = (SUCCEEDED, ROLLED_BACK)
+# FAILING_OVER: the job failed and was restarting by its restart strategy in the epoch (collection found it
+# FAILING or RESTARTING, or its numRestarts grew in the window): nothing is decided or rescaled while it does.
+SKIPPED, REJECTED, RECOMMENDED, FAILING_OVER = "skipped", "rejected", "recommended", "failing-over"
+NOT_ACTED = (NOOP, SKIPPED, REJECTED, RECOMMENDED, FAILING_OVER)
+ALL = (*RESCALE_OUTCOMES, SKIPPED, REJECTED, RECOMMENDED, FAILING_OVER)
+# After these the job runs anew (new job id or restarted tasks): warm-up, activation and cooldown count from
+# them. A failover restarts it as a rescale does, with the same transient (the catch-up of what it missed).
+RESTARTED = (SUCCEEDED, ROLLED_BACK, FAILING_OVER)
 # These make the epoch's run fail, so that it shows red in the UI.
 RUN_FAILS = (FAILED, ROLLED_BACK)
 
@@ -182,7 +185,7 @@ ACTIONS = Table(
         Column("new_parallelism", "string", False, "Operator -> parallelism requested (JSON)."),
         Column("savepoint_path", "string", True, "Savepoint used, if any."),
         Column("downtime_s", "double", True, "Stop request to all tasks running at the new parallelism."),
-        Column("outcome", "string", False, "succeeded, failed, rolled-back, noop, skipped, rejected or recommended."),
+        Column("outcome", "string", False, "succeeded, failed, rolled-back, noop, skipped, rejected, recommended, failing-over."),
         Column("message", "string", False, "What happened, in words."),
         Column("started_at", "timestamp", False, "UTC."),
         Column("finished_at", "timestamp", True, "UTC."),

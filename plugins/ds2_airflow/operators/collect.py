@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from autoscaler.collect.flink import collect_epoch_metrics
+from autoscaler.flink.client import JobNotRunning
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.runtime import BACKFILL, FLEET_RUN, fleet_handoff, run_type
 
@@ -27,7 +28,9 @@ class FlinkCollectMetricsOperator(BaseOperator):
     :param source_rate_metric: per-subtask gauge of the sources' target rate, if the job has one.
     :param prometheus_conn_id: a Prometheus scraping the job's Flink reporter: the epoch is read from it at
         its exact boundaries ``epoch_start`` and ``epoch_end`` (templated ISO times) instead of from the REST API.
-    :return: a small dict: epoch, rows, window_s, measured_short_window, warmup_reason, flink_job_id.
+    :return: a small dict: epoch, rows, window_s, measured_short_window, warmup_reason, flink_job_id, failovers,
+        failing_over (the failovers in words). A job found FAILING or RESTARTING fails the task at once, its words in
+        the XCom ``failing_over``.
 
     A backfill run measures nothing now (that would file the present under a past epoch): without
     Prometheus it skips and the decisions are recomputed from stored metrics; with Prometheus it
@@ -75,16 +78,24 @@ class FlinkCollectMetricsOperator(BaseOperator):
             return self._from_prometheus(backfill)
         if backfill:
             raise AirflowSkipException("backfill run: decisions are recomputed from the stored metrics, nothing is collected")
-        result = collect_epoch_metrics(
-            FlinkHook(self.flink_conn_id).get_client(),
-            self.flink_job_name,
-            self.job,
-            int(self.epoch),
-            self.store_root,
-            short_window_s=self.short_window_s,
-            max_gap_s=self.max_gap_s,
-            source_rate_metric=self.source_rate_metric,
-        )
+        try:
+            result = collect_epoch_metrics(
+                FlinkHook(self.flink_conn_id).get_client(),
+                self.flink_job_name,
+                self.job,
+                int(self.epoch),
+                self.store_root,
+                short_window_s=self.short_window_s,
+                max_gap_s=self.max_gap_s,
+                source_rate_metric=self.source_rate_metric,
+            )
+        except JobNotRunning as exc:
+            if not exc.failing_over:
+                raise
+            # The record task files the epoch as failing-over with these words; a retry now would measure
+            # a window across the restart, which decides nothing either: the next epoch looks again.
+            context["ti"].xcom_push(key="failing_over", value=str(exc))
+            raise AirflowFailException(str(exc)) from None
         self.log.info("%s", result.summary())
         return {
             "epoch": result.epoch,
@@ -93,6 +104,8 @@ class FlinkCollectMetricsOperator(BaseOperator):
             "measured_short_window": result.measured_short_window,
             "warmup_reason": result.warmup_reason,
             "flink_job_id": result.flink_job_id,
+            "failovers": result.failovers,
+            "failing_over": result.failing_over,
         }
 
     def _from_prometheus(self, backfill: bool) -> dict[str, Any]:

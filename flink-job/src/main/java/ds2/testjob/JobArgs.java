@@ -38,6 +38,8 @@ final class JobArgs {
         opt("parse-cpu-us", "0", "CPU cost per Parse input line, microseconds");
         opt("wait-batch-us", "1000", "sleep once the owed waiting time reaches this, microseconds");
         opt("checkpoint-interval-ms", null, "checkpoint interval (default: the cluster's execution.checkpointing.interval)");
+        opt("parse-fail-after-s", "0", "fault injection: Parse's first subtask throws this many seconds after every start, "
+                + "so the job fails over again and again by its restart strategy (a restart loop; 0: never)");
     }
 
     private static void opt(String name, String dflt, String help) {

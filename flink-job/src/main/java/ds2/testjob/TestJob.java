@@ -87,7 +87,7 @@ public final class TestJob {
         lines.uid("Source").setParallelism(sourceP);
 
         DataStream<Tuple2<Integer, Long>> words =
-                lines.flatMap(new ParseFunction(parseCost))
+                lines.flatMap(new ParseFunction(parseCost, args.getDouble("parse-fail-after-s", 0)))
                         .uid("Parse")
                         .name("Parse")
                         .setParallelism(parseP);
