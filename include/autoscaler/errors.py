@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 # Parameters whose values are secrets: in a query string (?token=...) or Spark Connect's ;token=...
@@ -38,3 +41,28 @@ class InputError(ValueError):
         self.line = line
         where = f"{self.source}:{line}" if line is not None else self.source
         super().__init__(f"{where}: {problem}")
+
+
+class StoreFull(OSError):
+    """The device (or the quota) the store writes to is full: nothing of that write was committed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.ENOSPC, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@contextmanager
+def room_needed(where: str, what: str) -> Iterator[None]:
+    """Turn a full device or quota met while writing ``what`` to ``where`` into one clear :class:`StoreFull`."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(exc, StoreFull):
+            raise
+        raise StoreFull(
+            f"{where}: no space left on its device while writing {what}; nothing of it was committed and what was "
+            "committed before is intact. Free space: the task's retry or the next run writes it again."
+        ) from None

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from autoscaler.errors import InputError
+from autoscaler.errors import InputError, room_needed
 from autoscaler.rescale.lease import held
 from autoscaler.store.files import StorePath, as_store_path
 
@@ -74,11 +74,16 @@ class Journal:
             self.path.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
             return
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            json.dump(self.data, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+        # A full disk leaves the journal's last step in place: the action's retry resumes from it.
+        with room_needed(str(self.path.parent), f"the rescale journal {self.path.name}"):
+            try:
+                with tmp.open("w", encoding="utf-8") as handle:
+                    json.dump(self.data, handle, indent=1, sort_keys=True)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, self.path)
+            finally:
+                tmp.unlink(missing_ok=True)
         dir_fd = os.open(self.path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)

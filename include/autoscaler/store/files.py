@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path, PurePath
 from typing import Any
 
+from autoscaler.errors import room_needed
 from autoscaler.store.delta import check_store_url, is_store_url
 
 StorePath = Any  # a pathlib.Path, or a upath.UPath for an object (same methods: read_text, write_text, exists, ...)
@@ -42,10 +43,14 @@ def write_text_atomic(path: StorePath, text: str) -> None:
     if not isinstance(path, Path):
         path.write_text(text, encoding="utf-8")  # one PUT
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    with room_needed(str(path.parent), path.name):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)  # a partial file holds the space it took
 
 
 def modified_at(path: StorePath) -> float:

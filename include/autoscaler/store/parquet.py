@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from autoscaler.errors import InputError
+from autoscaler.errors import InputError, room_needed
 from autoscaler.store import delta
 from autoscaler.store.commit import clean_leftovers, recover, set_aside, staging_for, swap_in
 from autoscaler.store.memory import MemoryStore
@@ -125,6 +126,7 @@ def write_epochs(root: str | Path | MemoryStore, table: Table, job: str, data: p
     blocks: dict[int, list[int]] = {}
     for epoch in epochs:
         blocks.setdefault(epoch_block(epoch), []).append(epoch)
+    written: list[int] = []
     with store_lock(root, table, job):
         for block, block_epochs in blocks.items():
             new_rows = rows.filter(pc.is_in(rows.column("epoch"), pa.array(block_epochs, pa.int64())))
@@ -135,9 +137,18 @@ def write_epochs(root: str | Path | MemoryStore, table: Table, job: str, data: p
             if torn is not None:
                 set_aside(final, torn)
             staged = staging_for(final)
-            staged.mkdir(parents=True)
-            write_block_file(block_rows, staged / "part-0.parquet")
-            swap_in(staged, final)
+            # Each block commits whole or not at all; the blocks before this one stay committed (a write is
+            # idempotent per epoch, so its retry writes them again unchanged).
+            done = f" (epochs {written[0]}..{written[-1]} were)" if written else ""
+            with room_needed(str(root), f"the {table.name} of job {job!r}, epochs {block_epochs[0]}..{block_epochs[-1]}{done}"):
+                try:
+                    staged.mkdir(parents=True)
+                    write_block_file(block_rows, staged / "part-0.parquet")
+                except BaseException:
+                    shutil.rmtree(staged, ignore_errors=True)  # a partial file holds the space it took
+                    raise
+                swap_in(staged, final)
+            written += block_epochs
     return epochs
 
 
