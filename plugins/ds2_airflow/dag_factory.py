@@ -137,6 +137,8 @@ def scaling_dag(job: JobConfig) -> DAG:
             flink_conn_id=job.flink_conn_id,
             savepoint_timeout_s=job.savepoint_timeout.total_seconds(),
             start_timeout_s=job.start_timeout.total_seconds(),
+            measured="{{ ti.xcom_pull(task_ids='decide', key='measured') | tojson }}",
+            lease_store=str(store_root()),
             pool=job.pool,
             retries=2,
             retry_delay=timedelta(seconds=5),

@@ -51,15 +51,20 @@ def export_to_environment() -> dict[str, str]:
         value = (conf.get(SECTION, setting.key, fallback=None) or "").strip()
         if value:
             os.environ[setting.env] = exported[setting.env] = value
+    found: dict[str, str] = {}
     if is_store_url(os.environ.get(STORE.env, "").strip()):
-        from ds2_airflow.store_access import lease_dsn, store_environment
+        from ds2_airflow.store_access import store_environment
 
         conn_id = os.environ.get(STORE_CONN_ID.env, "").strip()
         found = store_environment(conn_id) if conn_id else {}
-        lease_conn_id = os.environ.get(LEASE_CONN_ID.env, "").strip()
-        if lease_conn_id and not os.environ.get(LEASE_DSN_ENV):  # unset: a rescale says what is missing
-            found[LEASE_DSN_ENV] = lease_dsn(lease_conn_id)
-        for key, value in found.items():
-            os.environ[key] = value
-            exported[key] = "(from a connection)"  # what was set, never the secret itself
+    # The lease database: required with an object store (unset, a rescale says what is missing); with a local
+    # store, given one, each rescale also takes its Flink job's lease there (autoscaler.rescale.job_lease).
+    lease_conn_id = os.environ.get(LEASE_CONN_ID.env, "").strip()
+    if lease_conn_id and not os.environ.get(LEASE_DSN_ENV):
+        from ds2_airflow.store_access import lease_dsn
+
+        found[LEASE_DSN_ENV] = lease_dsn(lease_conn_id)
+    for key, value in found.items():
+        os.environ[key] = value
+        exported[key] = "(from a connection)"  # what was set, never the secret itself
     return exported

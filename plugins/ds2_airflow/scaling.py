@@ -88,6 +88,7 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
         log.info("%s", line)
     ti.xcom_push(key="plan", value=plan.to_dict())
     ti.xcom_push(key="target", value=plan.target)
+    ti.xcom_push(key="measured", value=plan.current)  # the rescale leaves alone a job someone else rescaled since
     ti.xcom_push(key="plan_markdown", value=plan.markdown())
     if kind == BACKFILL:
         return []  # a backfill recomputes decisions; it never approves, rescales or records actions

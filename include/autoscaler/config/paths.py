@@ -83,9 +83,11 @@ STORE_CONN_ID = Setting(
 )  # fmt: skip
 LEASE_CONN_ID = Setting(
     "lease_conn_id", "DS2_LEASE_CONN_ID",
-    "The PostgreSQL connection whose advisory locks guard a rescale journal on an object store, so that two "
-    "attempts on two hosts never run at once. Required with a store on an object store (a rescale says so "
-    "when it is missing); Airflow's own database cannot serve, since Airflow 3's tasks do not reach it.",
+    "The PostgreSQL connection of the leases: its advisory locks guard a rescale journal on an object store, so "
+    "that two attempts on two hosts never run at once, and each rescale takes its Flink job's lease there (a row, "
+    "ds2_job_leases), so that two deployments given the same database never rescale one job at once. Required "
+    "with a store on an object store (a rescale says so when it is missing); optional with a local one. "
+    "Airflow's own database cannot serve, since Airflow 3's tasks do not reach it.",
     "ds2_lease",
 )  # fmt: skip
 SETTINGS = (JOBS_FILE, DATA_DIR, JARS_DIR, SPARK_CONF_DIR, SQL_DIR, STORE, STORE_CONN_ID, LEASE_CONN_ID)

@@ -62,6 +62,19 @@ def validate_against_job(details: JobDetails, target: Mapping[str, int], mapped:
             )
 
 
+def changed_since_measured(details: JobDetails, measured: Mapping[str, int] | None) -> str | None:
+    """Why the running job is not the one its epoch measured (someone else rescaled it since), or None.
+
+    Acting on that epoch's decision would undo or repeat their change: another autoscaler deployment on the
+    same Flink job that acted first (:mod:`.job_lease`), or a person."""
+    now = details.parallelism
+    moved = [f"{name} {was} → {now[name]}" for name, was in sorted((measured or {}).items()) if name in now and now[name] != was]
+    if not moved:
+        return None
+    return (f"not acted: the job's parallelism changed since the epoch was measured ({', '.join(moved)}): "
+            "another autoscaler or a person rescaled it, and this epoch's decision is out of date")  # fmt: skip
+
+
 def mismatch(details: JobDetails, expected: Mapping[str, int], job_name: str | None) -> list[str]:
     problems = []
     if job_name is not None and details.name != job_name:

@@ -18,6 +18,7 @@ from autoscaler.rescale.checks import (
     CheckpointNudge,
     Wait,
     await_requirements,
+    changed_since_measured,
     check_target,
     check_timeout,
     job_summary,
@@ -37,8 +38,11 @@ def rescale_in_place(
     journal_dir: str | Path,
     timeout_s: float = START_TIMEOUT.default.total_seconds(),
     poll_s: float = 0.1,
+    measured: Mapping[str, int] | None = None,
 ) -> RescaleResult:
     """Rescale the running job ``job_name`` without a restart from a savepoint (adaptive scheduler).
+
+    ``measured``: the parallelism the decision's epoch was measured at (see :func:`.checks.changed_since_measured`).
 
     Sets the resource requirements of ALL vertices (upper bound = target for the named
     operators, the current parallelism for the others; lower bound 1) and triggers a FULL
@@ -56,7 +60,7 @@ def rescale_in_place(
     with open_journal(journal_dir, action_id) as journal:
         run = _InPlaceRescale(client, job_name, journal, timeout_s, poll_s)
         if journal.data is None:
-            return run.begin(action_id, target)
+            return run.begin(action_id, target, measured)
         journal.expect(IN_PLACE, job_name, target)
         return run.resume()
 
@@ -77,10 +81,12 @@ class _InPlaceRescale:
         assert self.journal.data is not None
         return self.journal.data
 
-    def begin(self, action_id: str, target: dict[str, int]) -> RescaleResult:
+    def begin(self, action_id: str, target: dict[str, int], measured: Mapping[str, int] | None = None) -> RescaleResult:
         job = self.client.running_job(self.job_name)
         details = self.client.job(job.id)
         validate_against_job(details, target, None)
+        if changed := changed_since_measured(details, measured):
+            return RescaleResult.not_acted(action_id, IN_PLACE, changed, details)
         previous = require_adaptive(self.client, job.id, self.job_name, "in-place rescaling", "use savepoint-restart instead")
         old = details.parallelism
         self.journal.data = {

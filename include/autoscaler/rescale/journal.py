@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.errors import InputError, room_needed
+from autoscaler.flink import ids
 from autoscaler.rescale.lease import held
 from autoscaler.store.files import StorePath, as_store_path
 
@@ -161,3 +162,20 @@ def seconds_since(mark: Mapping[str, Any], mono_end: float | None = None) -> flo
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def pending_savepoint(journal_dir: str | Path, action_id: str) -> tuple[str, str]:
+    """(job id, savepoint request id) of an action that stopped at "savepoint requested".
+
+    For a deferrable task: poll ``GET /jobs/:job/savepoints/:request`` until COMPLETED, then
+    call :func:`rescale_with_savepoint` again with the same action id.
+    """
+    path = as_store_path(journal_dir) / f"{action_id}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        stop, savepoint = data.get("stop") or {}, data.get("savepoint") or {}
+        if data.get("result") or not stop.get("request_id") or savepoint.get("location") or savepoint.get("failure"):
+            raise KeyError("no savepoint pending")
+        return ids.job_id(data["old_job_id"]), ids.trigger_id(stop["request_id"])
+    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        raise InputError(str(path), f"action {action_id!r} has no savepoint pending ({exc})") from None

@@ -72,3 +72,12 @@ def latest_checkpoint(client: FlinkRestClient, job_id: str) -> str | None:
         if complete:
             return f"file:{max(complete)[1]}"
     return None
+
+
+def savepoint_in_progress(client: FlinkRestClient, job_id: str) -> bool:
+    """A savepoint of the job is being taken (its checkpoint history says so; False when Flink cannot tell)."""
+    try:
+        history = client.checkpoints(job_id).get("history", [])
+    except FlinkError:
+        return False
+    return any(h.get("is_savepoint") and h.get("status") == "IN_PROGRESS" for h in history)

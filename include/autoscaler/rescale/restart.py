@@ -55,6 +55,7 @@ class SavepointSteps:
         self.poll_s = poll_s
         self.grace_s = grace_s
         self.verify_window_s = verify_window_s
+        self.measured: dict[str, int] = {}  # the parallelism the decision's epoch was measured at
         self.wait_for_savepoint = True
         self.journal: Journal = Journal(Path())
 

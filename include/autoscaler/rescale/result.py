@@ -36,6 +36,15 @@ class RescaleResult:
     finished_at: datetime
     savepoint_duration_s: float | None = None  # stop request -> savepoint COMPLETED (not in ACTIONS)
 
+    @classmethod
+    def not_acted(cls, action_id: str, mechanism: str, message: str, details: Any = None) -> RescaleResult:
+        """A rescale that did not touch the job ("noop"), and why: ``details`` is the job as found (JobDetails)."""
+        from autoscaler.rescale.journal import utcnow
+
+        now, job_id = utcnow(), getattr(details, "id", None)
+        parallelism = dict(getattr(details, "parallelism", {}) or {})
+        return cls(action_id, mechanism, "noop", job_id, job_id, parallelism, parallelism, None, None, message, now, now)
+
     def to_row(self, job: str, epoch: int, approved_by: str | None = None) -> dict[str, Any]:
         """The ACTIONS-table row (``autoscaler.store.schemas.ACTIONS``): dicts as JSON, times in UTC."""
         from autoscaler.store.parquet import epoch_block  # pyarrow is only needed by callers that store rows

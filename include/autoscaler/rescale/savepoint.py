@@ -8,20 +8,18 @@ late savepoint); a failed restart is rolled back from the same savepoint (:mod:`
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, overload
 
 from autoscaler.config.options import SAVEPOINT_RESTART, SAVEPOINT_TIMEOUT, START_TIMEOUT
-from autoscaler.errors import InputError
-from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkError, FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment, resolve_jar
 from autoscaler.flink.models import ACTIVE_STATES
 from autoscaler.rescale.checks import (
     VERIFY_WINDOW_S,
+    changed_since_measured,
     check_target,
     check_timeout,
     job_summary,
@@ -29,11 +27,17 @@ from autoscaler.rescale.checks import (
     savepoint_failure_cause,
     validate_against_job,
 )
-from autoscaler.rescale.journal import JOURNAL_VERSION, open_journal, seconds_since, time_mark, utcnow
-from autoscaler.rescale.recovery import latest_checkpoint, savepoint_from_history, savepoint_written
+from autoscaler.rescale.journal import (  # noqa: F401 - pending_savepoint: the deferrable task's half, named here
+    JOURNAL_VERSION,
+    open_journal,
+    pending_savepoint,
+    seconds_since,
+    time_mark,
+    utcnow,
+)
+from autoscaler.rescale.recovery import latest_checkpoint, savepoint_from_history, savepoint_in_progress, savepoint_written
 from autoscaler.rescale.restart import SavepointSteps, check_restartable_unchanged
 from autoscaler.rescale.result import RescaleResult
-from autoscaler.store.files import as_store_path
 from autoscaler.store.schemas import FAILED, NOOP
 
 
@@ -54,6 +58,7 @@ def rescale_with_savepoint(
     late_savepoint_grace_s: float = ...,
     verify_window_s: float = ...,
     wait_for_savepoint: Literal[True] = ...,
+    measured: Mapping[str, int] | None = ...,
 ) -> RescaleResult: ...
 
 
@@ -70,6 +75,7 @@ def rescale_with_savepoint(
     late_savepoint_grace_s: float = ...,
     verify_window_s: float = ...,
     wait_for_savepoint: bool = ...,
+    measured: Mapping[str, int] | None = ...,
 ) -> RescaleResult | None: ...
 
 
@@ -85,6 +91,7 @@ def rescale_with_savepoint(
     late_savepoint_grace_s: float = 30.0,
     verify_window_s: float = VERIFY_WINDOW_S,
     wait_for_savepoint: bool = True,
+    measured: Mapping[str, int] | None = None,
 ) -> RescaleResult | None:
     """Rescale the running job named ``deployment.job_name`` by stop-with-savepoint and restart.
 
@@ -98,6 +105,9 @@ def rescale_with_savepoint(
     it is watched this much longer so that, if it completes and so stops the job, the job is
     restarted unchanged. Bad input raises :class:`InputError` before anything is touched; a
     cluster that cannot be reached raises :class:`FlinkError` (retry with the same action id).
+
+    ``measured``: the parallelism the decision's epoch was measured at; a job found at another one was
+    rescaled by someone else since, and is left alone ("noop", :func:`.checks.changed_since_measured`).
 
     ``wait_for_savepoint=False`` (a deferrable orchestrator task): return None as soon as the
     stop-with-savepoint is requested and journaled, instead of waiting for it; wait elsewhere
@@ -115,6 +125,7 @@ def rescale_with_savepoint(
         verify_window_s=check_timeout("verify_window_s", verify_window_s),
     )
     rescale.wait_for_savepoint = bool(wait_for_savepoint)
+    rescale.measured = dict(measured or {})
     with open_journal(journal_dir, action_id) as journal:
         rescale.journal = journal
         try:
@@ -126,23 +137,6 @@ def rescale_with_savepoint(
             return None
 
 
-def pending_savepoint(journal_dir: str | Path, action_id: str) -> tuple[str, str]:
-    """(job id, savepoint request id) of an action that stopped at "savepoint requested".
-
-    For a deferrable task: poll ``GET /jobs/:job/savepoints/:request`` until COMPLETED, then
-    call :func:`rescale_with_savepoint` again with the same action id.
-    """
-    path = as_store_path(journal_dir) / f"{action_id}.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        stop, savepoint = data.get("stop") or {}, data.get("savepoint") or {}
-        if data.get("result") or not stop.get("request_id") or savepoint.get("location") or savepoint.get("failure"):
-            raise KeyError("no savepoint pending")
-        return ids.job_id(data["old_job_id"]), ids.trigger_id(stop["request_id"])
-    except (OSError, ValueError, KeyError, AttributeError) as exc:
-        raise InputError(str(path), f"action {action_id!r} has no savepoint pending ({exc})") from None
-
-
 class _SavepointRescale(SavepointSteps):
     """The stop half: begin, resume from the journal, stop with a savepoint and wait for it."""
 
@@ -152,6 +146,8 @@ class _SavepointRescale(SavepointSteps):
         details = self.client.job(job.id)
         flags = self.deployment.parallelism_args
         validate_against_job(details, target, flags or None)
+        if changed := changed_since_measured(details, self.measured):
+            return RescaleResult.not_acted(action_id, SAVEPOINT_RESTART, changed, details)
         old = details.parallelism
         mapped_old = {name: old[name] for name in flags}
         # Before the stop: a missing jar must not be found out while the job is down.
@@ -335,7 +331,7 @@ class _SavepointRescale(SavepointSteps):
         old = self.state["old_job_id"]
         summary = job_summary(self.client, old)
         state = summary.state if summary else None
-        if state == "RUNNING" and error is None and may_retry_stop and not self._savepoint_in_progress(old):
+        if state == "RUNNING" and error is None and may_retry_stop and not savepoint_in_progress(self.client, old):
             return self._stop(may_retry_stop=False)  # the stop never reached Flink: ask (once) again
         refused = error is not None and error.status is not None and error.status < 500
         if state == "RUNNING" and not refused:
@@ -344,7 +340,7 @@ class _SavepointRescale(SavepointSteps):
             end = time.monotonic() + self.savepoint_timeout_s + self.grace_s
             quiet_since = time.monotonic()
             while state == "RUNNING" and time.monotonic() < end:
-                if self._savepoint_in_progress(old):
+                if savepoint_in_progress(self.client, old):
                     quiet_since = time.monotonic()
                 elif time.monotonic() - quiet_since > 2.0 + 2 * self.poll_s:
                     break
@@ -401,10 +397,3 @@ class _SavepointRescale(SavepointSteps):
             f"neither a savepoint of it since the stop ({self.deployment.savepoint_uri}) nor a retained checkpoint was "
             f"found: nothing was restarted; restart it by hand.",
         )
-
-    def _savepoint_in_progress(self, job_id: str) -> bool:
-        try:
-            history = self.client.checkpoints(job_id).get("history", [])
-        except FlinkError:
-            return False
-        return any(h.get("is_savepoint") and h.get("status") == "IN_PROGRESS" for h in history)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,8 +12,10 @@ from airflow.sdk import BaseOperator
 
 from autoscaler.config.options import IN_PLACE, SAVEPOINT_RESTART, SAVEPOINT_TIMEOUT, START_TIMEOUT
 from autoscaler.flink.deployment import JobDeployment
+from autoscaler.rescale import job_lease
 from autoscaler.rescale.in_place import rescale_in_place
 from autoscaler.rescale.journal import safe_name
+from autoscaler.rescale.lease import LEASE_DSN_ENV
 from autoscaler.rescale.reconcile import reconcile, stale_after
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.rescale.savepoint import pending_savepoint, rescale_with_savepoint
@@ -43,10 +47,15 @@ class FlinkRescaleOperator(BaseOperator):
     :param flink_conn_id: Airflow connection of type ``flink``.
     :param savepoint_timeout_s: deadline for the savepoint; past it the job keeps running.
     :param start_timeout_s: deadline for all tasks RUNNING after a restart (then rollback).
+    :param measured: operator name -> parallelism when the decision's epoch was measured (templated); a job found
+        at another one was rescaled by someone else since, and is left alone.
+    :param lease_store: the deployment's store (templated): with a lease database (``DS2_LEASE_DSN``, from
+        ``lease_conn_id``) the rescale first takes the Flink job's lease there, which every deployment given the
+        same database sees (:mod:`autoscaler.rescale.job_lease`); a lease held by another is not acted on.
     :return: the action record (:meth:`RescaleResult.to_dict`).
     """
 
-    template_fields: Sequence[str] = ("target", "journal_dir")
+    template_fields: Sequence[str] = ("target", "journal_dir", "measured", "lease_store")
 
     def __init__(
         self,
@@ -58,6 +67,8 @@ class FlinkRescaleOperator(BaseOperator):
         flink_conn_id: str = FlinkHook.default_conn_name,
         savepoint_timeout_s: float = SAVEPOINT_TIMEOUT.default.total_seconds(),
         start_timeout_s: float = START_TIMEOUT.default.total_seconds(),
+        measured: Mapping[str, int] | str | None = None,
+        lease_store: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -70,17 +81,32 @@ class FlinkRescaleOperator(BaseOperator):
         self.flink_conn_id = flink_conn_id
         self.savepoint_timeout_s = savepoint_timeout_s
         self.start_timeout_s = start_timeout_s
+        self.measured = measured
+        self.lease_store = lease_store
+
+    @staticmethod
+    def _parallelism(value: Mapping[str, int] | str | None) -> dict[str, int]:
+        if isinstance(value, str):  # a template rendered to text, e.g. an XCom of the decide task
+            value = json.loads(value) if value.strip() not in ("", "None", "null") else None
+        return {str(k): int(v) for k, v in dict(value or {}).items()}
 
     def _target(self) -> dict[str, int]:
-        target = self.target
-        if isinstance(target, str):  # a template rendered to text, e.g. an XCom of the decide task
-            import json
+        return self._parallelism(self.target)
 
-            target = json.loads(target)
-        return {str(k): int(v) for k, v in dict(target).items()}
+    def _job_lease(self, context: Any) -> job_lease.JobLease | None:
+        """This action's lease on the Flink job, when the deployment is given a lease database."""
+        dsn = os.environ.get(LEASE_DSN_ENV, "").strip()
+        if not dsn or not self.lease_store:
+            return None
+        client = FlinkHook(self.flink_conn_id).get_client()
+        return job_lease.JobLease(dsn, job_lease.flink_job_key(client.base_url, self.deployment.job_name),
+                                  job_lease.deployment_of(self.lease_store), action_id_for(context, self.task_id),
+                                  self.stale_after_s)  # fmt: skip
 
-    def _report(self, result: RescaleResult) -> dict[str, Any]:
+    def _report(self, result: RescaleResult, lease: job_lease.JobLease | None = None) -> dict[str, Any]:
         self.log.info("rescale %s: %s (%s)", result.outcome, result.message, result.mechanism)
+        if lease is not None:
+            job_lease.release(lease)
         return result.to_dict()
 
     @property
@@ -103,11 +129,14 @@ class FlinkRescaleOperator(BaseOperator):
         client = FlinkHook(self.flink_conn_id).get_client()
         self.settle_stale_actions(client)
         action_id = action_id_for(context, self.task_id)
+        lease = self._job_lease(context)
+        if lease is not None and (holder := job_lease.take(lease)):
+            return self._report(RescaleResult.not_acted(action_id, self.mechanism, f"not acted: {holder}"))
+        measured = self._parallelism(self.measured)
         if self.mechanism == IN_PLACE:
-            result = rescale_in_place(
-                client, self.deployment.job_name, self._target(), action_id, self.journal_dir, timeout_s=self.start_timeout_s
-            )
-            return self._report(result)
+            result = rescale_in_place(client, self.deployment.job_name, self._target(), action_id, self.journal_dir,
+                                      timeout_s=self.start_timeout_s, measured=measured)  # fmt: skip
+            return self._report(result, lease)
         result = rescale_with_savepoint(
             client,
             self.deployment,
@@ -117,9 +146,12 @@ class FlinkRescaleOperator(BaseOperator):
             savepoint_timeout_s=self.savepoint_timeout_s,
             start_timeout_s=self.start_timeout_s,
             wait_for_savepoint=False,
+            measured=measured,
         )
         if result is not None:
-            return self._report(result)
+            return self._report(result, lease)
+        if lease is not None:  # held through the wait, which nobody extends, and the restart after it
+            job_lease.extend(lease, self.savepoint_timeout_s + self.stale_after_s)
         job_id, request_id = pending_savepoint(self.journal_dir, action_id)
         self.defer(
             trigger=FlinkSavepointTrigger(
@@ -133,6 +165,9 @@ class FlinkRescaleOperator(BaseOperator):
         """The savepoint finished (or its deadline passed): the journaled action continues."""
         self.log.info("savepoint wait ended: %s", event)
         client = FlinkHook(self.flink_conn_id).get_client()
+        lease = self._job_lease(context)
+        if lease is not None and not job_lease.extend(lease):  # the job is stopped by our savepoint: restart it anyway
+            self.log.warning("the lease of %s expired during the savepoint wait; the action finishes regardless", lease)
         result = rescale_with_savepoint(
             client,
             self.deployment,
@@ -143,4 +178,4 @@ class FlinkRescaleOperator(BaseOperator):
             start_timeout_s=self.start_timeout_s,
         )
         assert result is not None
-        return self._report(result)
+        return self._report(result, lease)
