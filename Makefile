@@ -6,7 +6,7 @@ EXAMPLE := examples/ds2-wordcount
 
 .PHONY: setup demo demo-ui offline test test-faults test-kafka test-install test-py313 wheel test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
-	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status s3proxy-up s3proxy-down s3proxy-status cluster-up cluster-status cluster-down cluster-test cluster-test-s3 test-s3
+	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status s3proxy-up s3proxy-down s3proxy-status zookeeper-up zookeeper-down zookeeper-status cluster-up cluster-status cluster-down cluster-test cluster-test-s3 test-s3
 
 setup:
 	@scripts/bootstrap.sh
@@ -142,6 +142,14 @@ s3proxy-down:
 	scripts/s3proxy.sh down
 s3proxy-status:
 	scripts/s3proxy.sh status
+
+## ZooKeeper for Flink's high availability (scripts/zookeeper.sh; then FLINK_ZOOKEEPER_QUORUM=$$(scripts/zookeeper.sh quorum) scripts/flink.sh up --ha).
+zookeeper-up:
+	scripts/zookeeper.sh up
+zookeeper-down:
+	scripts/zookeeper.sh down
+zookeeper-status:
+	scripts/zookeeper.sh status
 
 ## A local Kafka 4.4 broker (KRaft, loopback, SASL/SCRAM; jars from Maven Central): scripts/kafka.sh.
 kafka-up: setup

@@ -5,12 +5,15 @@
 #   scripts/flink.sh install                  download the PyPI wheels apache-flink and
 #                                             apache-flink-libraries (never installed into .venv)
 #                                             and assemble FLINK_HOME in build/flink-2.3.0/
-#   scripts/flink.sh configure [--adaptive] [--prometheus] [--ssl]
+#   scripts/flink.sh configure [--adaptive] [--prometheus] [--ssl] [--ha]
 #                                             write build/flink-2.3.0/conf/config.yaml from conf/flink/
-#   scripts/flink.sh up [--adaptive] [--prometheus] [--ssl]
+#   scripts/flink.sh up [--adaptive] [--prometheus] [--ssl] [--ha]
 #                                             install + configure, start, wait until the slots are up;
 #                                             --ssl: REST over TLS with client certificates (a CA, the
-#                                             server's and a client's certificate in FLINK_DATA_DIR/ssl)
+#                                             server's and a client's certificate in FLINK_DATA_DIR/ssl);
+#                                             --ha: ZooKeeper high availability (FLINK_ZOOKEEPER_QUORUM,
+#                                             e.g. from scripts/zookeeper.sh quorum), a leader and a standby
+#                                             JobManager, REST on FLINK_REST_PORT and FLINK_STANDBY_REST_PORT
 #   scripts/flink.sh down                     stop the daemons this project started
 #   scripts/flink.sh start-missing            start again the daemons of this instance that died
 #                                             (the fault tests kill one), with the same config
@@ -24,7 +27,8 @@
 # Environment: FLINK_REST_PORT (8081), FLINK_RPC_PORT (6123), FLINK_START_TIMEOUT (60 s),
 # FLINK_STOP_TIMEOUT (30 s), FLINK_SLOTS (8, task slots per TaskManager), FLINK_TASKMANAGERS (1; the cluster
 # mode runs 2: a job spreads over them, and savepoints and checkpoints are in FLINK_DATA_DIR, which every
-# process reaches, as a shared volume would be), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own).
+# process reaches, as a shared volume would be), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own),
+# with --ha: FLINK_ZOOKEEPER_QUORUM (host:port,...), FLINK_STANDBY_REST_PORT (FLINK_REST_PORT + 1).
 # An instance keeps everything in FLINK_DATA_DIR: its config (conf/), logs (log/), uploaded jars,
 # savepoints, checkpoints, pid files and the daemons' temp folder. The distribution is shared.
 set -euo pipefail
@@ -51,6 +55,8 @@ STOP_TIMEOUT=${FLINK_STOP_TIMEOUT:-30}
 SLOTS=${FLINK_SLOTS:-8}
 TASKMANAGERS=${FLINK_TASKMANAGERS:-1}
 SSL_DIR=$DATA_DIR/ssl
+STANDBY_REST_PORT=${FLINK_STANDBY_REST_PORT:-$((REST_PORT + 1))}
+ZOOKEEPER_QUORUM=${FLINK_ZOOKEEPER_QUORUM:-}
 
 configured_ssl() {
   grep -q '^security.ssl.rest.enabled: true' "$CONF_DIR/config.yaml" 2>/dev/null
@@ -67,7 +73,7 @@ FLINK_ENV=(env -u FLINK_LIB_DIR -u FLINK_PLUGINS_DIR -u FLINK_OPT_DIR
   -u FLINK_ENV_JAVA_OPTS -u FLINK_ENV_JAVA_OPTS_JM -u FLINK_ENV_JAVA_OPTS_TM -u FLINK_IDENT_STRING
   "FLINK_CONF_DIR=$CONF_DIR" "FLINK_LOG_DIR=$LOG_DIR" "FLINK_PID_DIR=$PID_DIR")
 
-check_uints REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT SLOTS TASKMANAGERS
+check_uints REST_PORT RPC_PORT START_TIMEOUT STOP_TIMEOUT SLOTS TASKMANAGERS STANDBY_REST_PORT
 [ "$TASKMANAGERS" -ge 1 ] || die "FLINK_TASKMANAGERS must be at least 1, got $TASKMANAGERS"
 
 java_cmd() {
@@ -145,6 +151,35 @@ configured_adaptive() {
 
 configured_prometheus() {
   grep -q '^metrics.reporter.prom.factory.class:' "$CONF_DIR/config.yaml" 2>/dev/null
+}
+
+configured_ha() {
+  grep -q '^high-availability.type: zookeeper' "$CONF_DIR/config.yaml" 2>/dev/null
+}
+
+# The REST ports of the JobManagers this instance runs: the leader's and, with --ha, a standby's.
+jobmanager_ports() {
+  if configured_ha && [ -f "$CONF_DIR/jobmanager-ports" ]; then cat "$CONF_DIR/jobmanager-ports"; else echo "$REST_PORT"; fi
+}
+
+# Whether one of our JobManagers serves REST on port $1 (each is started with its port on its command line).
+jobmanager_on() {
+  local pid daemon
+  while read -r pid daemon; do
+    [ "$daemon" = standalonesession ] || continue
+    ps -ww -p "$pid" -o args= 2>/dev/null | grep -q -- "rest.port=$1\b" && return 0
+  done < <(our_daemons)
+  return 1
+}
+
+start_jobmanagers() { # the missing ones; prints how many it started
+  local port started=0
+  for port in $(jobmanager_ports); do
+    jobmanager_on "$port" && continue
+    "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/jobmanager.sh" start -D "rest.port=$port" >/dev/null
+    started=$((started + 1))
+  done
+  echo "$started"
 }
 
 mode_name() { if "$@"; then echo adaptive; else echo default; fi; }
@@ -242,24 +277,32 @@ require_installed() {
 # configure
 
 cmd_configure() {
-  local adaptive=0 prometheus=0 ssl=0
+  local adaptive=0 prometheus=0 ssl=0 ha=0
   while [ $# -gt 0 ]; do
     case $1 in
       --adaptive) adaptive=1 ;;
       --prometheus) prometheus=1 ;;
       --ssl) ssl=1 ;;
-      *) die "configure: unknown option '$1' (expected --adaptive, --prometheus, --ssl)" ;;
+      --ha) ha=1 ;;
+      *) die "configure: unknown option '$1' (expected --adaptive, --prometheus, --ssl, --ha)" ;;
     esac
     shift
   done
+  if [ "$ha" = 1 ]; then
+    # host:port[,host:port...], matched in full: it is written into the config file.
+    [[ $ZOOKEEPER_QUORUM =~ ^[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*$ ]] ||
+      die "--ha needs FLINK_ZOOKEEPER_QUORUM as host:port[,host:port...] (scripts/zookeeper.sh quorum), got '$ZOOKEEPER_QUORUM'"
+    [ "$STANDBY_REST_PORT" != "$REST_PORT" ] || die "FLINK_STANDBY_REST_PORT must differ from FLINK_REST_PORT ($REST_PORT)"
+  fi
   require_installed
   need_python
   if running; then
     # status and up read the mode of the running cluster from this file: keep them in step.
     die "the cluster is running: 'scripts/flink.sh down' first ('up' configures again anyway)"
   fi
-  mkdir -p "$DATA_DIR/uploads" "$DATA_DIR/savepoints" "$DATA_DIR/checkpoints" "$PID_DIR" "$TMP_DIR"
+  mkdir -p "$DATA_DIR/uploads" "$DATA_DIR/savepoints" "$DATA_DIR/checkpoints" "$DATA_DIR/ha" "$PID_DIR" "$TMP_DIR"
   local fragments=()
+  [ "$ha" = 1 ] && fragments+=("$TEMPLATE_DIR/ha.yaml")
   [ "$adaptive" = 1 ] && fragments+=("$TEMPLATE_DIR/adaptive.yaml")
   [ "$prometheus" = 1 ] && fragments+=("$TEMPLATE_DIR/prometheus.yaml")
   local ssl_password=""
@@ -269,11 +312,14 @@ cmd_configure() {
     ssl_password=$(cat "$SSL_DIR/password")
   fi
   write_cluster_files
+  if [ "$ha" = 1 ]; then printf '%s\n%s\n' "$REST_PORT" "$STANDBY_REST_PORT" >"$CONF_DIR/jobmanager-ports"; fi
   local out=$CONF_DIR/config.yaml
   "$PYTHON" - "$FLINK_HOME/conf/config.yaml.dist" "$TEMPLATE_DIR/config.yaml.in" "$out.tmp" \
     "REST_PORT=$REST_PORT" "RPC_PORT=$RPC_PORT" "SLOTS=$SLOTS" "PID_DIR=$PID_DIR" "TMP_DIR=$TMP_DIR" \
     "UPLOAD_DIR=$DATA_DIR/uploads" "SAVEPOINT_URI=file://$DATA_DIR/savepoints" \
     "CHECKPOINT_URI=file://$DATA_DIR/checkpoints" "SSL_DIR=$SSL_DIR" "SSL_PASSWORD=$ssl_password" \
+    "ZK_QUORUM=${ZOOKEEPER_QUORUM:-none}" "HA_URI=file://$DATA_DIR/ha" \
+    "HA_CLUSTER_ID=/ds2-$(printf '%s' "$DATA_DIR" | sha256sum | cut -c1-12)" \
     -- "${fragments[@]}" <<'PY'
 import re
 import sys
@@ -342,7 +388,7 @@ wait_ready() {
         return 0
       fi
     fi
-    if [ "$(our_daemons | grep -c ' standalonesession$')" -eq 0 ] ||
+    if [ "$(our_daemons | grep -c ' standalonesession$')" -lt "$(jobmanager_ports | wc -l)" ] ||
       [ "$(our_daemons | grep -c ' taskexecutor$')" -lt "$TASKMANAGERS" ]; then
       log_tail
       die "a Flink daemon exited during start-up (logs above; all logs in $LOG_DIR)"
@@ -356,13 +402,14 @@ wait_ready() {
 }
 
 cmd_up() {
-  local want_adaptive=0 want_prometheus=0 want_ssl=0 a
+  local want_adaptive=0 want_prometheus=0 want_ssl=0 want_ha=0 a
   for a in "$@"; do
     case $a in
       --adaptive) want_adaptive=1 ;;
       --prometheus) want_prometheus=1 ;;
       --ssl) want_ssl=1 ;;
-      *) die "up: unknown option '$a' (expected --adaptive, --prometheus, --ssl)" ;;
+      --ha) want_ha=1 ;;
+      *) die "up: unknown option '$a' (expected --adaptive, --prometheus, --ssl, --ha)" ;;
     esac
   done
   need_python
@@ -382,12 +429,20 @@ cmd_up() {
     if [ "$have" != "$want_ssl" ]; then
       die "the cluster already runs with REST TLS $([ "$have" = 1 ] && echo on || echo off); 'scripts/flink.sh down' first to change it"
     fi
+    have=0
+    configured_ha && have=1
+    if [ "$have" != "$want_ha" ]; then
+      die "the cluster already runs with high availability $([ "$have" = 1 ] && echo on || echo off); 'scripts/flink.sh down' first to change it"
+    fi
     wait_ready
     log "already running at $REST_URL"
     return 0
   fi
   if rest_answers; then
     die "something else answers on $REST_URL (not started by this project): stop it or set FLINK_REST_PORT"
+  fi
+  if [ "$want_ha" = 1 ] && port_taken "$STANDBY_REST_PORT"; then
+    die "port $STANDBY_REST_PORT (FLINK_STANDBY_REST_PORT) is taken by something else: choose another"
   fi
   cmd_install
   cmd_configure "$@"
@@ -397,13 +452,15 @@ cmd_up() {
   command -v setsid >/dev/null 2>&1 && setsid=(setsid -w)
   local t0
   t0=$(now_ms)
-  "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/jobmanager.sh" start >/dev/null
+  start_jobmanagers >/dev/null
   local i
   for ((i = 0; i < TASKMANAGERS; i++)); do
     "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null
   done
   wait_ready
-  log "Flink up at $REST_URL in $(secs_since "$t0") s ($(mode_name configured_adaptive) scheduler, $TASKMANAGERS TaskManager(s) x $SLOTS slots; pids $(our_pids | tr "\n" " " | sed "s/ $//") in $PID_DIR)"
+  local ha=""
+  configured_ha && ha=", high availability: JobManagers on REST ports $(jobmanager_ports | tr "\n" " " | sed "s/ $//")"
+  log "Flink up at $REST_URL in $(secs_since "$t0") s ($(mode_name configured_adaptive) scheduler, $TASKMANAGERS TaskManager(s) x $SLOTS slots$ha; pids $(our_pids | tr "\n" " " | sed "s/ $//") in $PID_DIR)"
 }
 
 # The daemons' temp folder (io.tmp.dirs, java.io.tmpdir): only ever used by our daemons.
@@ -448,10 +505,9 @@ cmd_start_missing() {
   prune_pid_files
   local setsid=() started=()
   command -v setsid >/dev/null 2>&1 && setsid=(setsid -w)
-  if [ "$(our_daemons | grep -c ' standalonesession$')" -eq 0 ]; then
-    "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/jobmanager.sh" start >/dev/null
-    started+=(jobmanager)
-  fi
+  local jobmanagers
+  jobmanagers=$(start_jobmanagers)
+  [ "$jobmanagers" -eq 0 ] || started+=("$jobmanagers jobmanager(s)")
   local have_tms
   have_tms=$(our_daemons | grep -c ' taskexecutor$' || true)
   while [ "$have_tms" -lt "$TASKMANAGERS" ]; do

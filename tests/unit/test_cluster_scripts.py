@@ -22,12 +22,17 @@ from tests.conftest import ROOT
         ("spark.sh", "status", {"SPARK_WORKERS": "9"}, "SPARK_WORKERS must be 1 to 8, got '9'"),
         ("spark.sh", "status", {"SPARK_WORKERS": "2x"}, "SPARK_WORKERS must be a number, got '2x'"),
         ("spark.sh", "status", {"SPARK_WORKER_CORES": "two"}, "SPARK_WORKER_CORES must be a number, got 'two'"),
+        ("zookeeper.sh", "status", {"ZOOKEEPER_PORT": "2181x"}, "ZOOKEEPER_PORT must be a number, got '2181x'"),
+        ("flink.sh", "configure", {"FLINK_ZOOKEEPER_QUORUM": "zk:2181;rm -rf /"},
+         "--ha needs FLINK_ZOOKEEPER_QUORUM as host:port[,host:port...] (scripts/zookeeper.sh quorum), got 'zk:2181;rm -rf /'"),
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_refused_in_one_line(tmp_path, script, command, env, message):
     base = {"REDIS_DATA_DIR": str(tmp_path / "redis"), "AIRFLOW_HOME": str(tmp_path / "airflow"),
-            "SPARK_DATA_DIR": str(tmp_path / "spark")}  # fmt: skip
-    res = subprocess.run([str(ROOT / "scripts" / script), command], env={**os.environ, **base, **env},
+            "SPARK_DATA_DIR": str(tmp_path / "spark"), "ZOOKEEPER_DATA_DIR": str(tmp_path / "zookeeper"),
+            "FLINK_DATA_DIR": str(tmp_path / "flink")}  # fmt: skip
+    args = ["--ha"] if script == "flink.sh" else []
+    res = subprocess.run([str(ROOT / "scripts" / script), command, *args], env={**os.environ, **base, **env},
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert res.returncode == 1, res.stderr
     assert res.stderr.strip().splitlines()[-1] == f"{script}: error: {message}", res.stderr

@@ -533,3 +533,22 @@ def test_kafka_runs_from_the_pom_scripts_kafka_sh_resolves_and_flink_gets_its_co
     for name in ("flink-jobmanager", *TASKMANAGERS):
         assert mount_of(services[name], "/opt/flink/lib/kafka") == ("flink-kafka-connector", "/opt/flink/lib/kafka")
     assert services["flink-jobmanager"]["depends_on"]["kafka-jars"]["condition"] == "service_completed_successfully"
+
+
+@pytest.mark.parametrize("bad", ["127.0.0.1:8082/x?y", "ftp://jm:8081", "http://jm:8081 http://jm2:8081", "http://u:p@jm:1"])
+def test_a_flink_connections_standby_addresses_are_checked_in_full(monkeypatch, bad):
+    import json
+
+    from ds2_airflow.hooks.flink import FlinkHook
+
+    good = {
+        "conn_type": "flink",
+        "host": "jm-0",
+        "port": 8081,
+        "extra": {"standby_urls": "http://jm-1:8081, https://[::1]:8081/"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_HA", json.dumps(good))
+    assert FlinkHook("flink_ha").connection().standby_urls == ("http://jm-1:8081", "https://[::1]:8081/")
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_HA", json.dumps({**good, "extra": {"standby_urls": [bad]}}))
+    with pytest.raises(ValueError, match=r"standby_urls: .* is not an http\(s\)://host\[:port\] address"):
+        FlinkHook("flink_ha").connection()

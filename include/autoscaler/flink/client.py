@@ -10,17 +10,16 @@ or the environment), never from code.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from autoscaler.flink import ids
+from autoscaler.flink.connection import FlinkConnection
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable, JobNotRunning
 from autoscaler.flink.models import (
     ACTIVE_STATES,
@@ -35,50 +34,16 @@ from autoscaler.flink.models import (
 )
 
 
-@dataclass(frozen=True)
-class FlinkConnection:
-    """How to reach one Flink cluster's REST endpoint."""
-
-    base_url: str = "http://127.0.0.1:8081"
-    username: str | None = None
-    password: str | None = None
-    token: str | None = None
-    verify: bool | str = True  # False, True or a CA bundle path
-    client_cert: str | None = None  # PEM certificate for TLS client authentication (security.ssl.rest.authentication-enabled)
-    client_key: str | None = None  # its private key (PEM), when not in client_cert
-    timeout_s: float = 10.0
-    retries: int = 4
-    backoff_s: float = 0.5
-
-    def __post_init__(self) -> None:
-        # Credentials in the URL (http://user:pw@host) move to basic auth: the URL is printed in errors.
-        try:
-            parts = urlsplit(self.base_url)
-            username, password = parts.username, parts.password
-        except ValueError:
-            return
-        if username is None and password is None:
-            return
-        host = parts.hostname or ""
-        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-        object.__setattr__(self, "base_url", urlunsplit(parts._replace(netloc=netloc)))
-        if self.username is None and self.token is None:
-            object.__setattr__(self, "username", unquote(username or ""))
-            object.__setattr__(self, "password", unquote(password or ""))
-
-    def __repr__(self) -> str:  # never print secrets
-        auth = "token" if self.token else "basic" if self.username else "none"
-        return f"FlinkConnection(base_url={self.base_url!r}, auth={auth})"
-
-
 class FlinkRestClient:
     def __init__(self, connection: FlinkConnection) -> None:
         self.connection = connection
         self.base_url = connection.base_url.rstrip("/")
+        self.urls = [self.base_url, *(u.rstrip("/") for u in connection.standby_urls if u.rstrip("/") != self.base_url)]
         self.session = requests.Session()
+        connect_retries = connection.retries if len(self.urls) == 1 else 0  # with standbys: rounds (_bases)
         retry = Retry(
             total=connection.retries,
-            connect=connection.retries,
+            connect=connect_retries,
             read=0,
             status=connection.retries,
             backoff_factor=connection.backoff_s,
@@ -99,31 +64,42 @@ class FlinkRestClient:
             self.session.auth = (connection.username, connection.password or "")
 
     # -- plumbing -------------------------------------------------------------------------
+    def _bases(self) -> Iterator[str]:
+        """The REST addresses to try, in order: the one in use, then the standbys; with standbys, each once per
+        round (a dead JobManager must not cost the adapter's retries before the next is asked), rounds apart by
+        the backoff."""
+        if len(self.urls) == 1:
+            yield self.base_url  # the adapter retries
+            return
+        for attempt in range(self.connection.retries + 1):
+            if attempt:
+                time.sleep(self.connection.backoff_s * 2 ** (attempt - 1))
+            first = self.urls.index(self.base_url)
+            yield from self.urls[first:] + self.urls[:first]
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        url = f"{self.base_url}{path}"
-        try:
-            # verify per request: a session's CA bundle loses to REQUESTS_CA_BUNDLE in the environment
-            # (requests' merge order), so a connection's own CA would be silently ignored.
-            response = self.session.request(
-                method, url, timeout=self.connection.timeout_s, verify=self.connection.verify, **kwargs
-            )
-        except requests.ConnectionError as exc:
-            raise FlinkUnreachable(f"Flink REST at {self.base_url} is unreachable: {_root_cause(exc)}", url=url) from None
-        except requests.Timeout:
-            message = f"Flink REST at {self.base_url} did not answer {method} {path} in {self.connection.timeout_s} s"
-            raise FlinkUnreachable(message, url=url) from None
-        if response.status_code >= 400:
-            raise FlinkError(
-                f"Flink REST {method} {path} failed with HTTP {response.status_code}: {_error_text(response)}",
-                status=response.status_code,
-                url=url,
-            )
-        if not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError:
-            raise FlinkError(f"Flink REST {method} {path} returned non-JSON: {response.text[:200]!r}", url=url) from None
+        unreachable: FlinkUnreachable | None = None
+        for base in self._bases():
+            url = f"{base}{path}"
+            try:
+                # verify per request: a session's CA bundle loses to REQUESTS_CA_BUNDLE in the environment
+                # (requests' merge order), so a connection's own CA would be silently ignored.
+                response = self.session.request(
+                    method, url, timeout=self.connection.timeout_s, verify=self.connection.verify, **kwargs
+                )
+            except requests.ConnectionError as exc:
+                unreachable = FlinkUnreachable(f"Flink REST at {base} is unreachable: {_root_cause(exc)}", url=url)
+                continue
+            except requests.Timeout:
+                message = f"Flink REST at {base} did not answer {method} {path} in {self.connection.timeout_s} s"
+                unreachable = FlinkUnreachable(message, url=url)
+                continue
+            self.base_url = base  # the JobManager that answered is asked first from now on
+            return _answer(method, path, url, response)
+        assert unreachable is not None
+        if len(self.urls) > 1:
+            unreachable.args = (f"{unreachable.args[0]} (and every standby: {', '.join(self.urls)})",)
+        raise unreachable
 
     def get(self, path: str, **params: Any) -> Any:
         return self._request("GET", path, params=params or None)
@@ -340,6 +316,22 @@ class FlinkRestClient:
     def set_resource_requirements(self, job_id: str, requirements: Mapping[str, tuple[int, int]]) -> None:
         body = {ids.vertex_id(v): {"parallelism": {"lowerBound": lo, "upperBound": hi}} for v, (lo, hi) in requirements.items()}
         self._request("PUT", f"/jobs/{ids.job_id(job_id)}/resource-requirements", json=body)
+
+
+def _answer(method: str, path: str, url: str, response: requests.Response) -> Any:
+    """The JSON body of an answer, or a :class:`FlinkError` with Flink's own words."""
+    if response.status_code >= 400:
+        raise FlinkError(
+            f"Flink REST {method} {path} failed with HTTP {response.status_code}: {_error_text(response)}",
+            status=response.status_code,
+            url=url,
+        )
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        raise FlinkError(f"Flink REST {method} {path} returned non-JSON: {response.text[:200]!r}", url=url) from None
 
 
 def _operation(data: dict[str, Any]) -> OperationStatus:

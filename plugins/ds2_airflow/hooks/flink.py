@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -15,8 +16,9 @@ class FlinkHook(BaseHook):
     Connection fields: host, port, schema (``http`` or ``https``), login/password for basic
     auth; extras ``token`` (bearer), ``verify`` (``true``/``false``/CA bundle path),
     ``client_cert`` and ``client_key`` (PEM paths: TLS client authentication, for a Flink with
-    ``security.ssl.rest.authentication-enabled``) and ``timeout`` (seconds). Secrets stay in the
-    connection, never in code or logs.
+    ``security.ssl.rest.authentication-enabled``), ``timeout`` (seconds) and ``standby_urls`` (the other
+    JobManagers' REST addresses under high availability, a list or comma-separated ``http(s)://host:port``:
+    asked in turn when the one in use does not answer). Secrets stay in the connection, never in code or logs.
 
     :param flink_conn_id: the Airflow connection id (default ``flink_default``).
     """
@@ -55,6 +57,7 @@ class FlinkHook(BaseHook):
             client_cert=extra.get("client_cert") or None,
             client_key=extra.get("client_key") or None,
             timeout_s=float(extra.get("timeout", 10)),
+            standby_urls=_standby_urls(self.flink_conn_id, extra.get("standby_urls")),
         )
 
     def get_client(self) -> FlinkRestClient:
@@ -77,3 +80,18 @@ def _verify(value: object) -> bool | str:
     if text.lower() in ("false", "0", "no"):
         return False
     return text  # a CA bundle path
+
+
+# A REST address as the client joins paths to it: scheme, host (name, IPv4 or [IPv6]), optional port; nothing else.
+_REST_URL = re.compile(r"https?://(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?/?")
+
+
+def _standby_urls(conn_id: str, value: object) -> tuple[str, ...]:
+    if value in (None, "", []):
+        return ()
+    items = value if isinstance(value, list) else str(value).split(",")
+    urls = tuple(str(u).strip() for u in items if str(u).strip())
+    for url in urls:
+        if not _REST_URL.fullmatch(url):
+            raise ValueError(f"connection {conn_id!r}: standby_urls: {url!r} is not an http(s)://host[:port] address")
+    return urls
