@@ -60,6 +60,10 @@ def engine(mode: str, folder: Path) -> tuple[dict[str, str], str, float]:
     subprocess.run([str(SPARK_SH), "up", *(["--cluster"] if mode == "cluster" else [])], env=env, check=True, cwd=ROOT)
     up_s = time.monotonic() - t0
     url = subprocess.run([str(SPARK_SH), "url"], env=env, check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    token = subprocess.run([str(SPARK_SH), "token-file"], env=env, check=True, cwd=ROOT, capture_output=True, text=True).stdout
+    # The clients' way in: the benchmark's client processes inherit it (one engine runs at a time).
+    secret = Path(token.strip()).read_text().strip()
+    env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = secret
     return env, url, up_s
 
 

@@ -119,7 +119,11 @@ class Stack:
         run([str(SPARK_SH), "up", *(["--cluster"] if cluster else [])], self.env)
         url = subprocess.run([str(SPARK_SH), "url"], cwd=ROOT, env=self.env, check=True, text=True, capture_output=True).stdout
         host, port = url.strip().removeprefix("sc://").rsplit(":", 1)
-        conn = {"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)}
+        token_file = subprocess.run([str(SPARK_SH), "token-file"], cwd=ROOT, env=self.env, check=True, text=True,
+                                    capture_output=True).stdout.strip()  # fmt: skip
+        # The server's token is the connection's password (the hook sends it as the bearer token).
+        conn = {"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port),
+                "password": Path(token_file).read_text().strip()}  # fmt: skip
         self.env["AIRFLOW_CONN_SPARK_DS2"] = json.dumps(conn)
 
     def metrics_up(self) -> dict[str, str]:

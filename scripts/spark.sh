@@ -9,7 +9,14 @@
 #                                     it up with one DS2 policy query on the bundled example
 #   scripts/spark.sh down             stop the processes this data dir started (by pid)
 #   scripts/spark.sh status           exit 0 running and answering, 3 stopped, 1 not answering
-#   scripts/spark.sh url              print the Connect URL (sc://127.0.0.1:PORT)
+#   scripts/spark.sh url              print the Connect URL (sc://localhost:PORT)
+#   scripts/spark.sh token-file       print the path of the server's token file (owner-only)
+#
+# The Connect server takes only clients that present its token (spark.connect.authenticate.token, given
+# to it in its environment, never on a command line): one per data dir, made on the first 'up', kept in
+# SPARK_DATA_DIR/connect-token. A client passes it as the bearer token of the URL (an Airflow spark_connect
+# connection's password) or in SPARK_CONNECT_AUTHENTICATE_TOKEN. Without TLS, pyspark sends a token only
+# to "localhost" (gRPC's local credentials), hence the URL's host; the server listens on 127.0.0.1.
 #
 # Environment: SPARK_DATA_DIR (data/spark: pid files, logs, the worker's folder, the ports in
 # ds2-spark.env), SPARK_CONNECT_PORT (first free from 15002), SPARK_MASTER_PORT (first free from
@@ -30,6 +37,7 @@ LOG_DIR=$DATA_DIR/logs
 PID_DIR=$DATA_DIR/pids
 WORK_DIR=$DATA_DIR/work
 STATE=$DATA_DIR/ds2-spark.env
+TOKEN_FILE=$DATA_DIR/connect-token
 VENV_BIN=$ROOT/.venv/bin
 CONNECT_CONF=$ROOT/conf/spark/connect-server.conf
 WORKER_CORES=${SPARK_WORKER_CORES:-}
@@ -70,6 +78,15 @@ read_state() {
 
 component_pid() { live_pid "$PID_DIR/$1.pid"; }
 
+# The server's token into this script's environment, which the server and the ping inherit (made once).
+load_token() {
+  if [ ! -s "$TOKEN_FILE" ]; then
+    (umask 077 && mkdir -p "$DATA_DIR" && random_secret 32 >"$TOKEN_FILE.tmp" && mv "$TOKEN_FILE.tmp" "$TOKEN_FILE")
+  fi
+  SPARK_CONNECT_AUTHENTICATE_TOKEN=$(cat "$TOKEN_FILE")
+  export SPARK_CONNECT_AUTHENTICATE_TOKEN
+}
+
 our_pids() { component_pids | cut -d' ' -f1; }
 
 start_component() { # $1 name, then the command
@@ -85,7 +102,7 @@ start_component() { # $1 name, then the command
 
 # The Connect server answers a real query (a gRPC round trip, not just an open port).
 answers() { # $1 port
-  "$VENV_BIN/python" -m autoscaler.engine.spark.engine ping "sc://127.0.0.1:$1" >/dev/null 2>&1
+  "$VENV_BIN/python" -m autoscaler.engine.spark.engine ping "sc://localhost:$1" >/dev/null 2>&1
 }
 
 wait_for() { # $1 what, $2 component, then a command that succeeds when ready
@@ -131,6 +148,7 @@ cmd_up() {
   done
   need_python
   mkdir -p "$LOG_DIR" "$PID_DIR" "$WORK_DIR"
+  load_token
   read_state
   local want=local
   [ "$cluster" = 1 ] && want=cluster
@@ -152,7 +170,7 @@ cmd_up() {
       fi
     fi
     wait_for "the Connect server on 127.0.0.1:$CONNECT_PORT" connect answers "$CONNECT_PORT"
-    log "already running: sc://127.0.0.1:$CONNECT_PORT ($MODE)"
+    log "already running: sc://localhost:$CONNECT_PORT ($MODE)"
     return 0
   fi
   # Something of ours half up (e.g. the Connect server died): start clean.
@@ -195,12 +213,12 @@ cmd_up() {
       "$MASTER_PORT" "$WEBUI_PORT" "${CORES:-}" "$WORKERS" >"$STATE"
   )
   wait_for "the Connect server on 127.0.0.1:$CONNECT_PORT" connect answers "$CONNECT_PORT"
-  log "Spark Connect up at sc://127.0.0.1:$CONNECT_PORT ($want) in $(secs_since "$t0") s (pids $(our_pids | tr '\n' ' ' | sed 's/ $//') in $PID_DIR)"
+  log "Spark Connect up at sc://localhost:$CONNECT_PORT ($want, clients present the token in $TOKEN_FILE) in $(secs_since "$t0") s (pids $(our_pids | tr '\n' ' ' | sed 's/ $//') in $PID_DIR)"
   if [ "$WARMUP" = 1 ]; then
     local t1
     t1=$(now_ms)
     # The first query pays for JIT and code generation of the policy's wide aggregation.
-    "$VENV_BIN/python" -m autoscaler.engine.spark.engine warm-up "sc://127.0.0.1:$CONNECT_PORT" >>"$LOG_DIR/warm-up.log" 2>&1 ||
+    "$VENV_BIN/python" -m autoscaler.engine.spark.engine warm-up "sc://localhost:$CONNECT_PORT" >>"$LOG_DIR/warm-up.log" 2>&1 ||
       die "the warm-up query failed (log: $LOG_DIR/warm-up.log)"
     log "warmed up in $(secs_since "$t1") s"
   fi
@@ -230,16 +248,17 @@ cmd_down() {
 
 cmd_status() {
   [ $# -eq 0 ] || die "status takes no arguments"
+  [ ! -s "$TOKEN_FILE" ] || load_token
   read_state
   if [ -z "$(component_pid connect)" ]; then
     echo "spark: stopped (data $DATA_DIR)"
     return 3
   fi
   if ! answers "$CONNECT_PORT"; then
-    echo "spark: running ($MODE) but sc://127.0.0.1:$CONNECT_PORT does not answer (log: $LOG_DIR/connect.log)"
+    echo "spark: running ($MODE) but sc://localhost:$CONNECT_PORT does not answer (log: $LOG_DIR/connect.log)"
     return 1
   fi
-  echo "spark: running ($MODE), sc://127.0.0.1:$CONNECT_PORT"
+  echo "spark: running ($MODE), sc://localhost:$CONNECT_PORT"
   if [ "$MODE" = cluster ]; then
     echo "master: spark://127.0.0.1:$MASTER_PORT (web UI http://127.0.0.1:$WEBUI_PORT)"
     local c alive=()
@@ -256,7 +275,13 @@ cmd_url() {
   [ $# -eq 0 ] || die "url takes no arguments"
   read_state
   [ -n "$(component_pid connect)" ] || die "not running (data $DATA_DIR): 'scripts/spark.sh up' first"
-  echo "sc://127.0.0.1:$CONNECT_PORT"
+  echo "sc://localhost:$CONNECT_PORT"
+}
+
+cmd_token_file() {
+  [ $# -eq 0 ] || die "token-file takes no arguments"
+  [ -s "$TOKEN_FILE" ] || die "no token in $DATA_DIR: 'scripts/spark.sh up' first"
+  echo "$TOKEN_FILE"
 }
 
 dispatch "$@"

@@ -64,10 +64,20 @@ class SparkEngine:
         return run_script(SPARK_SH, args, self.env, check, timeout)
 
     @property
+    def token(self) -> str:
+        """The server's token (``scripts/spark.sh token-file``): a client without it is refused."""
+        return (self.data_dir / "connect-token").read_text().strip()
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        """What a client process needs in its environment to be let in (pyspark reads the token from it)."""
+        return {"SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token}
+
+    @property
     def connection(self) -> str:
-        """The Airflow connection (JSON) of type spark_connect that points at this server."""
+        """The Airflow connection (JSON) of type spark_connect that points at this server, its token as the password."""
         host, port = self.url.removeprefix("sc://").rsplit(":", 1)
-        return json.dumps({"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)})
+        return json.dumps({"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port), "password": self.token})
 
 
 def start_spark_engine(data_dir: Path, *flags: str) -> SparkEngine:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -57,7 +58,8 @@ def test_connect_engine_decides_like_spark_submit(spark_engine, tmp_path):
     first, last = str(min(epochs)), str(max(epochs))
     venv_bin = ROOT / ".venv" / "bin"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONF_DIR": str(ROOT / "conf" / "spark"),
-           "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable}  # fmt: skip
+           "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable,
+           **spark_engine.client_env}  # fmt: skip
 
     submit = [
         str(venv_bin / "spark-submit"), str(ROOT / "spark_jobs" / "ds2_policy.py"),
@@ -98,7 +100,7 @@ def test_policy_runs_share_one_session_so_the_server_does_not_grow_with_each(spa
     metrics = records_to_metrics(read_rates_log(RATES_LOG, topology), topology, "wc", "ds2-rates-log")
     store.write_epochs(tmp_path / "store", METRICS, "wc", metrics)
     epochs = metrics.column("epoch").to_pylist()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, **spark_engine.client_env}
     counts = []
     for k in range(3):
         args = [spark_engine.url, str(tmp_path / "store"), str(min(epochs)), str(max(epochs)), str(TOPOLOGY_CSV),
@@ -133,6 +135,29 @@ def test_redact_hides_token_and_user():
     assert engine.redact("sc://h:1/;user_id=bob;token=abc;use_ssl=true") == "sc://h:1/;user_id=***;token=***;use_ssl=true"
 
 
+def test_the_engine_lets_in_only_clients_with_its_token(spark_engine):
+    """The token is given to the server in its environment (never on its command line) and to clients as the
+    connection's password or SPARK_CONNECT_AUTHENTICATE_TOKEN; a client without it, or with another, is
+    refused in one line."""
+    pid = int((spark_engine.data_dir / "pids" / "connect.pid").read_text().split()[0])
+    assert spark_engine.token.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert oct((spark_engine.data_dir / "connect-token").stat().st_mode & 0o777) == "0o600"
+    base = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
+    for token in (None, "not-the-token"):
+        env = {**base, **({"SPARK_CONNECT_AUTHENTICATE_TOKEN": token} if token else {})}
+        res = subprocess.run([sys.executable, "-m", "autoscaler.engine.spark.engine", "ping", spark_engine.url], env=env,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert res.returncode == 1, res.stderr[-2000:]
+        assert res.stderr.strip().splitlines() == [
+            f"engine: error: the Spark Connect server at {spark_engine.url.removeprefix('sc://')} "
+            "refused this client: its token is missing or wrong (the connection's password, or "
+            "SPARK_CONNECT_AUTHENTICATE_TOKEN; 'scripts/spark.sh token-file' names the server's)"
+        ], res.stderr[-2000:]
+    res = subprocess.run([sys.executable, "-m", "autoscaler.engine.spark.engine", "ping", spark_engine.url],
+                         env={**base, **spark_engine.client_env}, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
 @pytest.mark.cluster  # make cluster-test: the cluster mode's tests (tests/cluster drives the same cluster end to end)
 def test_policy_runs_on_a_standalone_cluster(tmp_path):
     """``scripts/spark.sh up --cluster``: a master, two workers and the Connect server on that master (the
@@ -150,7 +175,7 @@ def test_policy_runs_on_a_standalone_cluster(tmp_path):
         epochs = metrics.column("epoch").to_pylist()
         args = [cluster.url, str(tmp_path / "store"), str(min(epochs)), str(max(epochs)), str(TOPOLOGY_CSV),
                 str(tmp_path / "decisions")]  # fmt: skip
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **cluster.client_env}
         res = subprocess.run([sys.executable, "-c", CONNECT_RUN, *args], env=env, capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr[-3000:]
         decisions = _decisions(tmp_path / "decisions")

@@ -1,8 +1,11 @@
 """The warm Spark engine: a client session on a Spark Connect server, its health check and warm-up.
 
-    python -m autoscaler.engine.spark.engine ping sc://127.0.0.1:15002      exit 0 when a query answers
-    python -m autoscaler.engine.spark.engine warm-up sc://127.0.0.1:15002   one DS2 policy run on the
+    python -m autoscaler.engine.spark.engine ping sc://localhost:15002      exit 0 when a query answers
+    python -m autoscaler.engine.spark.engine warm-up sc://localhost:15002   one DS2 policy run on the
                                                                         bundled wordcount example
+
+The server takes only clients with its token: in the URL (``;token=``, an Airflow connection's password)
+or in ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, which pyspark reads. A refused token is one line too.
 
 ``scripts/spark.sh`` starts the server and calls both. A server that does not answer is reported in
 one line naming the address (and the Airflow connection, when the caller names it), quickly: the
@@ -91,8 +94,20 @@ def connect(url: str, what: str = "") -> SparkSession:
     # per process), so a process holds either a Connect session or a classic one, never both.
     spark = SparkSession.builder.remote(with_session(url)).getOrCreate()
     spark.release_session_on_close = False  # stop() closes this client only: the session is the others' too
-    for key, value in SESSION_CONF.items():
-        spark.conf.set(key, value)
+    try:
+        for key, value in SESSION_CONF.items():
+            spark.conf.set(key, value)  # the first call to the server: a refused token shows here
+    except Exception as exc:  # pyspark's SparkConnectGrpcException, whose text is gRPC's debug dump
+        if "UNAUTHENTICATED" not in str(exc):
+            raise
+        spark.stop()
+        host, port = address(url)
+        named = f" (connection {what})" if what else ""
+        raise EngineUnavailable(
+            f"the Spark Connect server{named} at {host}:{port} refused this client: its token is missing or wrong "
+            "(the connection's password, or SPARK_CONNECT_AUTHENTICATE_TOKEN; 'scripts/spark.sh token-file' names "
+            "the server's)"
+        ) from None
     return spark
 
 
