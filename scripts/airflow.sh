@@ -70,6 +70,9 @@ ADMIN_PASSWORD_FILE=$HOME_DIR/admin-password
 EXTRA_USERS=${AIRFLOW_USERS:-}
 USER_PASSWORDS_DIR=$HOME_DIR/user-passwords
 EXECUTOR=${AIRFLOW_EXECUTOR:-LocalExecutor}
+# The auth manager: simple (Airflow's SimpleAuthManager: roles viewer, user, op, admin for every DAG) or fab
+# (the FAB provider's: roles with per-DAG permissions, users and roles made with 'airflow users|roles ...').
+AUTH_MANAGER=${AIRFLOW_AUTH_MANAGER:-simple}
 CELERY_WORKERS=${AIRFLOW_CELERY_WORKERS:-2}
 
 check_uints PORT PARALLELISM START_TIMEOUT STOP_TIMEOUT FLINK_PORT
@@ -87,6 +90,9 @@ set_components() { # $1 executor, $2 Celery workers
 }
 set_components "$EXECUTOR" "$CELERY_WORKERS"
 case $ALL_ADMINS in 0 | 1) ;; *) die "AIRFLOW_ALL_ADMINS must be 0 or 1, got '$ALL_ADMINS'" ;; esac
+case $AUTH_MANAGER in simple | fab) ;; *) die "AIRFLOW_AUTH_MANAGER must be simple or fab, got '$AUTH_MANAGER'" ;; esac
+[ "$AUTH_MANAGER" = simple ] || [ "$ALL_ADMINS" = 0 ] || die "AIRFLOW_ALL_ADMINS=1 is the simple auth manager's: use AIRFLOW_AUTH_MANAGER=simple"
+[ "$AUTH_MANAGER" = simple ] || [ -z "$EXTRA_USERS" ] || die "AIRFLOW_USERS are the simple auth manager's: with fab make users with 'airflow users create'"
 [[ -z $EXTRA_USERS || $EXTRA_USERS =~ ^[a-z][a-z0-9_-]{0,31}:(viewer|user|op|admin)(,[a-z][a-z0-9_-]{0,31}:(viewer|user|op|admin))*$ ]] ||
   die "AIRFLOW_USERS must be name:role,... (names: lowercase letters, digits, _ or -; roles: viewer, user, op, admin), got '$EXTRA_USERS'"
 
@@ -172,7 +178,11 @@ write_instance_env() {
   vals[AIRFLOW__API__PORT]=$PORT
   vals[AIRFLOW__API__BASE_URL]=$base
   vals[AIRFLOW__CORE__EXECUTION_API_SERVER_URL]=$base/execution/
-  vals[AIRFLOW__CORE__AUTH_MANAGER]=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
+  if [ "$AUTH_MANAGER" = fab ]; then
+    vals[AIRFLOW__CORE__AUTH_MANAGER]=airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager
+  else
+    vals[AIRFLOW__CORE__AUTH_MANAGER]=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
+  fi
   vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS]=$ADMIN_USER:admin${EXTRA_USERS:+,$EXTRA_USERS}
   vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE]=$PASSWORDS
   vals[AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS]=$admins
@@ -403,6 +413,28 @@ run_bootstrap() {
   fi
 }
 
+# With the FAB auth manager: its tables, and the admin user with the instance's password (read from its
+# file by Python: never on a command line). Other users and roles: 'airflow users|roles ...'.
+fab_admin() {
+  "$AIRFLOW" fab-db migrate >>"$LOG_DIR/db-migrate.log" 2>&1 || {
+    log_tail db-migrate
+    die "airflow fab-db migrate failed (log: $LOG_DIR/db-migrate.log)"
+  }
+  "$PYTHON" - "$ADMIN_USER" "$ADMIN_PASSWORD_FILE" >>"$LOG_DIR/db-migrate.log" 2>&1 <<'PY' || die "could not create the FAB admin user (log: $LOG_DIR/db-migrate.log)"
+import sys
+
+from airflow.providers.fab.auth_manager.cli_commands.utils import get_application_builder
+
+name, password_file = sys.argv[1:3]
+with get_application_builder() as appbuilder:
+    sm = appbuilder.sm
+    if not sm.find_user(name):
+        password = open(password_file, encoding="utf-8").readline().strip()
+        if not sm.add_user(name, name, "admin", f"{name}@localhost", sm.find_role("Admin"), password):
+            sys.exit(f"could not add the user {name}")
+PY
+}
+
 cmd_up() {
   [ $# -eq 0 ] || die "up takes no arguments"
   need_python
@@ -456,6 +488,7 @@ cmd_up() {
     log_tail db-migrate
     die "airflow db migrate failed (log: $LOG_DIR/db-migrate.log)"
   }
+  [ "$AIRFLOW__CORE__AUTH_MANAGER" = "${AIRFLOW__CORE__AUTH_MANAGER%FabAuthManager}" ] || fab_admin
   run_bootstrap
   since=$(date +%s)
   for c in "${COMPONENTS[@]}"; do start_component "$c"; done

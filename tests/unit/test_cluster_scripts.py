@@ -23,6 +23,7 @@ from tests.conftest import ROOT
         ("spark.sh", "status", {"SPARK_WORKERS": "2x"}, "SPARK_WORKERS must be a number, got '2x'"),
         ("spark.sh", "status", {"SPARK_WORKER_CORES": "two"}, "SPARK_WORKER_CORES must be a number, got 'two'"),
         ("zookeeper.sh", "status", {"ZOOKEEPER_PORT": "2181x"}, "ZOOKEEPER_PORT must be a number, got '2181x'"),
+        ("airflow.sh", "status", {"AIRFLOW_AUTH_MANAGER": "ldap"}, "AIRFLOW_AUTH_MANAGER must be simple or fab, got 'ldap'"),
         ("flink.sh", "configure", {"FLINK_ZOOKEEPER_QUORUM": "zk:2181;rm -rf /"},
          "--ha needs FLINK_ZOOKEEPER_QUORUM as host:port[,host:port...] (scripts/zookeeper.sh quorum), got 'zk:2181;rm -rf /'"),
     ],
