@@ -14,7 +14,7 @@ setup:
 ## The main job: the autoscaler in a closed loop (local Flink + Kafka + Airflow scheduler + Spark), ~12 min.
 demo: setup
 	$(PY) scripts/ds2_local.py demo
-## The same, leaving Airflow (admin/admin) and Flink running afterwards; `make down` stops them.
+## The same, leaving Airflow (its admin password generated and printed) and Flink running afterwards; `make down` stops them.
 demo-ui: setup
 	$(PY) scripts/ds2_local.py demo --keep-ui
 

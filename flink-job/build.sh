@@ -3,7 +3,10 @@
 # (scripts/flink.sh install), no Maven:
 #   build/ds2-testjob.jar     the DS2 test job (flink-job/src);
 #   build/ds2-sql-runner.jar  a generic runner that submits a Flink SQL script as one job
-#                             (flink-job/sql-runner; see SqlRunner.java for why).
+#                             (flink-job/sql-runner; see SqlRunner.java for why);
+#   build/ds2-prometheus-loopback.jar
+#                             Flink's Prometheus reporter bound to one address (flink-job/prometheus-loopback;
+#                             scripts/flink.sh --prometheus installs it beside Flink's reporter).
 # Idempotent: a jar is rebuilt only when a source, its manifest or this script is newer.
 set -euo pipefail
 
@@ -18,9 +21,11 @@ die() {
 # build_jar SOURCES MANIFEST JAR: javac + jar, unless JAR is newer than every source, the manifest
 # and this script.
 build_jar() {
-  local src=$1 manifest=$2 jar=$3 classes
+  local src=$1 manifest=$2 jar=$3 classpath=${4:-} resources=${5:-} classes
   classes=${jar%.jar}-classes
-  if [ -f "$jar" ] && [ -z "$(find "$src" "$manifest" "${BASH_SOURCE[0]}" -newer "$jar" -print -quit)" ]; then
+  local inputs=("$src" "$manifest" "${BASH_SOURCE[0]}")
+  [ -z "$resources" ] || inputs+=("$resources")
+  if [ -f "$jar" ] && [ -z "$(find "${inputs[@]}" -newer "$jar" -print -quit)" ]; then
     echo "flink-job/build.sh: $jar is up to date" >&2
     return 0
   fi
@@ -30,7 +35,8 @@ build_jar() {
   rm -rf "$classes"
   mkdir -p "$classes"
   javac --release 17 -encoding UTF-8 -Xlint:deprecation,unchecked,rawtypes \
-    -cp "$FLINK_HOME/lib/*" -d "$classes" "${sources[@]}"
+    -cp "$FLINK_HOME/lib/*${classpath:+:$classpath}" -d "$classes" "${sources[@]}"
+  [ -z "$resources" ] || cp -r "$resources"/. "$classes"/
   jar cfm "$jar.tmp" "$manifest" -C "$classes" .
   mv "$jar.tmp" "$jar"
   echo "flink-job/build.sh: built $jar (${#sources[@]} sources)" >&2
@@ -44,3 +50,7 @@ dist=("$FLINK_HOME"/lib/flink-dist-*.jar)
 mkdir -p "$ROOT/build"
 build_jar "$ROOT/flink-job/src/main/java" "$ROOT/flink-job/MANIFEST.MF" "$ROOT/build/ds2-testjob.jar"
 build_jar "$ROOT/flink-job/sql-runner/src/main/java" "$ROOT/flink-job/sql-runner/MANIFEST.MF" "$ROOT/build/ds2-sql-runner.jar"
+reporter=("$FLINK_HOME"/plugins/metrics-prometheus/flink-metrics-prometheus-*.jar)
+[ -f "${reporter[0]}" ] || die "no Prometheus reporter plugin in $FLINK_HOME/plugins/metrics-prometheus"
+build_jar "$ROOT/flink-job/prometheus-loopback/src/main/java" "$ROOT/flink-job/prometheus-loopback/MANIFEST.MF" \
+  "$ROOT/build/ds2-prometheus-loopback.jar" "${reporter[0]}" "$ROOT/flink-job/prometheus-loopback/src/main/resources"

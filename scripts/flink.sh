@@ -304,7 +304,13 @@ cmd_configure() {
   local fragments=()
   [ "$ha" = 1 ] && fragments+=("$TEMPLATE_DIR/ha.yaml")
   [ "$adaptive" = 1 ] && fragments+=("$TEMPLATE_DIR/adaptive.yaml")
-  [ "$prometheus" = 1 ] && fragments+=("$TEMPLATE_DIR/prometheus.yaml")
+  if [ "$prometheus" = 1 ]; then
+    fragments+=("$TEMPLATE_DIR/prometheus.yaml")
+    # The reporter bound to the loopback, in the folder (one class loader) of Flink's reporter it extends.
+    local built
+    built=$("$ROOT/flink-job/build.sh" 2>&1) || die "could not build the Prometheus reporter (flink-job/build.sh): $built"
+    cp "$ROOT/build/ds2-prometheus-loopback.jar" "$FLINK_HOME/plugins/metrics-prometheus/"
+  fi
   local ssl_password=""
   if [ "$ssl" = 1 ]; then
     make_ssl

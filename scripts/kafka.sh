@@ -189,18 +189,7 @@ cmd_up() {
   setsid "$java" "${jvm[@]}" kafka.Kafka "$CONF" </dev/null >>"$LOG" 2>&1 9>&- &
   pid=$!
   echo "$pid $(proc_start "$pid" || die "the broker exited at once (log: $LOG)")" >"$PID_FILE"
-  deadline=$(($(date +%s) + START_TIMEOUT))
-  until answers; do
-    if [ -z "$(our_pid)" ]; then
-      tail -n 30 "$LOG" >&2 || true
-      die "the broker exited during start-up (log: $LOG)"
-    fi
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      tail -n 30 "$LOG" >&2 || true
-      die "the broker is not answering within $START_TIMEOUT s (log: $LOG); 'scripts/kafka.sh down' stops it"
-    fi
-    sleep 0.5
-  done
+  wait_answering "the broker" "$PID_FILE" "$LOG" answers
   log "Kafka $KAFKA_VERSION up on 127.0.0.1:$RECORDED_PORT in $(secs_since "$t0") s (pid $pid, data $DATA_DIR; client config $CLIENT)"
 }
 

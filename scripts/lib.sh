@@ -142,6 +142,39 @@ stop_recorded() {
   log "stopped (pid $pid) in $(secs_since "$t0") s"
 }
 
+# Waits until "$@" (a readiness check) succeeds; dies, with the log's tail, when the process recorded in the
+# pid file $2 exits first or START_TIMEOUT s pass. $1 names the process, $3 is its log.
+wait_answering() { # $1 what, $2 pid file, $3 log, then the check
+  local what=$1 pid_file=$2 log_file=$3 deadline=$(($(date +%s) + START_TIMEOUT))
+  shift 3
+  until "$@"; do
+    if [ -z "$(live_pid "$pid_file")" ]; then
+      tail -n 30 "$log_file" >&2 || true
+      die "$what exited during start-up (log: $log_file)"
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      tail -n 30 "$log_file" >&2 || true
+      die "$what is not answering within $START_TIMEOUT s (log: $log_file); 'scripts/$SCRIPT_NAME down' stops it"
+    fi
+    sleep 0.2
+  done
+}
+
+# The status line of a one-process service; exit 3 stopped, 1 running but not answering, 0 serving.
+service_status() { # $1 name, $2 pid (empty: stopped), $3 address, $4 data dir, $5 log, then the readiness check
+  local name=$1 pid=$2 address=$3 data=$4 log_file=$5
+  shift 5
+  if [ -z "$pid" ]; then
+    echo "$name: stopped (data $data)"
+    return 3
+  fi
+  if ! "$@"; then
+    echo "$name: running (pid $pid) but not answering on $address (log: $log_file)"
+    return 1
+  fi
+  echo "$name: running on $address (pid $pid, data $data)"
+}
+
 # The java to run (JAVA_HOME's, else the PATH's); an error when there is none.
 java_cmd() {
   if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then echo "$JAVA_HOME/bin/java"; else command -v java || die "java (17+) is missing"; fi

@@ -116,18 +116,7 @@ cmd_up() {
   setsid "$bin" "$CONF" </dev/null >>"$LOG" 2>&1 9>&- &
   pid=$!
   echo "$pid $(proc_start "$pid" || die "redis-server exited at once (log: $LOG)")" >"$PID_FILE"
-  deadline=$(($(date +%s) + START_TIMEOUT))
-  until answers "$port"; do
-    if [ -z "$(our_pid)" ]; then
-      tail -n 20 "$LOG" >&2 || true
-      die "redis-server exited during start-up (log: $LOG)"
-    fi
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      tail -n 20 "$LOG" >&2 || true
-      die "redis-server not answering within $START_TIMEOUT s (log: $LOG); 'scripts/redis.sh down' stops it"
-    fi
-    sleep 0.1
-  done
+  wait_answering redis-server "$PID_FILE" "$LOG" answers "$port"
   log "Redis up on 127.0.0.1:$port in $(secs_since "$t0") s (pid $pid, data $DATA_DIR)"
 }
 

@@ -147,18 +147,7 @@ cmd_up() {
   else
     t0=$(now_ms)
   fi
-  deadline=$(($(date +%s) + START_TIMEOUT))
-  until answers; do
-    if [ -z "$(our_pid)" ]; then
-      tail -n 30 "$LOG" >&2 || true
-      die "S3Proxy exited during start-up (log: $LOG)"
-    fi
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      tail -n 30 "$LOG" >&2 || true
-      die "S3Proxy is not answering within $START_TIMEOUT s (log: $LOG); 'scripts/s3proxy.sh down' stops it"
-    fi
-    sleep 0.3
-  done
+  wait_answering S3Proxy "$PID_FILE" "$LOG" answers
   status=$(signed PUT "/$BUCKET")
   # 200: created; 409: it exists already (BucketAlreadyOwnedByYou).
   [ "$status" = 200 ] || [ "$status" = 409 ] || die "creating bucket $BUCKET failed (HTTP $status; log: $LOG)"
@@ -175,15 +164,7 @@ cmd_status() {
   local pid
   pid=$(our_pid)
   read_state
-  if [ -z "$pid" ]; then
-    echo "s3proxy: stopped (data $DATA_DIR)"
-    return 3
-  fi
-  if ! answers; then
-    echo "s3proxy: running (pid $pid) but not answering on 127.0.0.1:$RECORDED_PORT (log: $LOG)"
-    return 1
-  fi
-  echo "s3proxy: running on 127.0.0.1:$RECORDED_PORT (pid $pid, data $DATA_DIR)"
+  service_status s3proxy "$pid" "127.0.0.1:$RECORDED_PORT" "$DATA_DIR" "$LOG" answers
 }
 
 cmd_client_env() {

@@ -106,19 +106,9 @@ answers() { # $1 port
 }
 
 wait_for() { # $1 what, $2 component, then a command that succeeds when ready
-  local what=$1 c=$2 deadline=$(($(date +%s) + START_TIMEOUT))
+  local what=$1 c=$2
   shift 2
-  until "$@"; do
-    if [ -z "$(component_pid "$c")" ]; then
-      tail -n 30 "$LOG_DIR/$c.log" >&2 || true
-      die "$c exited during start-up (log: $LOG_DIR/$c.log)"
-    fi
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      tail -n 30 "$LOG_DIR/$c.log" >&2 || true
-      die "$what not ready within $START_TIMEOUT s (log: $LOG_DIR/$c.log); 'scripts/spark.sh down' stops what was started"
-    fi
-    sleep 0.5
-  done
+  wait_answering "$what" "$PID_DIR/$c.pid" "$LOG_DIR/$c.log" "$@"
 }
 
 start_worker() { # $1: worker-$1 of this instance's master (MASTER_PORT, CORES, WORKER_MEMORY)

@@ -60,7 +60,7 @@ answers() {
 cmd_up() {
   [ $# -eq 0 ] || die "up takes no arguments"
   cmd_install
-  local java pid t0 deadline port
+  local java pid t0 port
   java=$(java_cmd)
   mkdir -p "$DATA_DIR/data"
   pid=$(our_pid)
@@ -93,18 +93,7 @@ cmd_up() {
     pid=$!
     echo "$pid $(proc_start "$pid" || die "ZooKeeper exited at once (log: $LOG)")" >"$PID_FILE"
   fi
-  deadline=$(($(date +%s) + START_TIMEOUT))
-  until answers; do
-    if [ -z "$(our_pid)" ]; then
-      tail -n 30 "$LOG" >&2 || true
-      die "ZooKeeper exited during start-up (log: $LOG)"
-    fi
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      tail -n 30 "$LOG" >&2 || true
-      die "ZooKeeper is not answering within $START_TIMEOUT s (log: $LOG); 'scripts/zookeeper.sh down' stops it"
-    fi
-    sleep 0.3
-  done
+  wait_answering ZooKeeper "$PID_FILE" "$LOG" answers
   log "ZooKeeper $ZOOKEEPER_VERSION up on 127.0.0.1:$(recorded_port) in $(secs_since "$t0") s (pid $(our_pid), data $DATA_DIR)"
 }
 
@@ -116,16 +105,7 @@ cmd_down() {
 cmd_status() {
   [ $# -eq 0 ] || die "status takes no arguments"
   local pid
-  pid=$(our_pid)
-  if [ -z "$pid" ]; then
-    echo "zookeeper: stopped (data $DATA_DIR)"
-    return 3
-  fi
-  if ! answers; then
-    echo "zookeeper: running (pid $pid) but not answering on 127.0.0.1:$(recorded_port) (log: $LOG)"
-    return 1
-  fi
-  echo "zookeeper: running on 127.0.0.1:$(recorded_port) (pid $pid, data $DATA_DIR)"
+  service_status zookeeper "$(our_pid)" "127.0.0.1:$(recorded_port)" "$DATA_DIR" "$LOG" answers
 }
 
 cmd_quorum() {

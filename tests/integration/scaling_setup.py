@@ -105,3 +105,28 @@ def dag_test_environment(
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def pending_approval(server: Any, dag_id: str) -> dict[str, Any] | None:
+    """The first approval of ``dag_id`` nobody has answered yet (its hitlDetails entry), or None."""
+    body = server.api("GET", "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"})
+    items = [d for d in body["hitl_details"] if d["task_instance"]["dag_id"] == dag_id]
+    return items[0] if items else None
+
+
+def wait_parked(server: Any, dag_id: str, detail: dict[str, Any], settle_s: float = 3.0) -> None:
+    """The approval task is parked in awaiting_input (and has been for ``settle_s``).
+
+    Airflow 3.3.2 marks the task FAILED when an answer arrives before the scheduler has processed
+    the executor's report of the parked attempt ("finished with state success, but the task
+    instance's state attribute is queued"); people never answer that fast, a test would.
+    """
+    path = f"/api/v2/dags/{dag_id}/dagRuns/{detail['task_instance']['dag_run_id']}/taskInstances/approve"
+    since = None
+    while True:
+        state = server.api("GET", path)["state"]
+        assert state in ("awaiting_input", "running", "queued", "scheduled"), state
+        since = (since or time.monotonic()) if state == "awaiting_input" else None
+        if since and time.monotonic() - since >= settle_s:
+            return
+        time.sleep(0.5)

@@ -14,7 +14,7 @@ from autoscaler.rescale.savepoint import rescale_with_savepoint
 from tests.helpers import poll
 from tests.integration.test_rescale import assert_runs_at, deployment, start
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.faults]  # make test-faults: make test stays under 30 min
 
 JOB = flink_job_key("http://Flink.example:8081/", "orders")
 

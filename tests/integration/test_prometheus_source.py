@@ -113,3 +113,19 @@ def test_a_job_prometheus_never_saw_is_one_clear_error(prometheus_scraping_flink
         PrometheusReader(PrometheusConnection(prom.url, "ds2", "wrong")).instant("up", datetime.now(UTC))
     with pytest.raises(InputError, match="must be http"):
         PrometheusReader(PrometheusConnection("http://x/api?query=up"))
+
+
+def test_flinks_reporter_serves_on_the_loopback_only(flink_reporting):
+    """Flink's own reporter binds every interface; the one scripts/flink.sh installs binds the loopback."""
+    import urllib.request
+
+    import psutil
+
+    pids = [int(pid) for f in (flink_reporting.data_dir / "pids").glob("*.pid") for pid in f.read_text().split()]
+    listening = [c.laddr for pid in pids if psutil.pid_exists(pid)
+                 for c in psutil.Process(pid).net_connections(kind="tcp")
+                 if c.status == psutil.CONN_LISTEN and 9249 <= c.laddr.port <= 9260]  # fmt: skip
+    # JobManager and TaskManager, each on the loopback (a Java socket shows it IPv4-mapped); Flink's own: "::".
+    assert len(listening) == 2 and {a.ip.removeprefix("::ffff:") for a in listening} == {"127.0.0.1"}, listening
+    body = urllib.request.urlopen(f"http://127.0.0.1:{listening[0].port}/metrics", timeout=10).read().decode()
+    assert "flink_" in body

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import time
 from datetime import datetime
 
 import pytest
@@ -25,7 +24,7 @@ from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
 from tests.conftest import ROOT
 from tests.helpers import poll
-from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry, pending_approval, wait_parked
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 INTERVAL_S = 20
@@ -34,28 +33,11 @@ SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 
 def _pending(server):
-    body = server.api("GET", "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"})
-    items = [d for d in body["hitl_details"] if d["task_instance"]["dag_id"] == DAG]
-    return items[0] if items else None
+    return pending_approval(server, DAG)
 
 
 def _awaiting(server, detail, settle_s=3.0):
-    """The approval task is parked in awaiting_input (and has been for ``settle_s``).
-
-    Airflow 3.3.2 marks the task FAILED when an answer arrives before the scheduler has processed
-    the executor's report of the parked attempt ("finished with state success, but the task
-    instance's state attribute is queued"); people never answer that fast, a test would.
-    """
-    ti = detail["task_instance"]
-    path = f"/api/v2/dags/{DAG}/dagRuns/{ti['dag_run_id']}/taskInstances/approve"
-    since = None
-    while True:
-        state = server.api("GET", path)["state"]
-        assert state in ("awaiting_input", "running", "queued", "scheduled"), state
-        since = (since or time.monotonic()) if state == "awaiting_input" else None
-        if since and time.monotonic() - since >= settle_s:
-            return
-        time.sleep(0.5)
+    wait_parked(server, DAG, detail, settle_s)
 
 
 def _action(store, epoch):

@@ -12,7 +12,6 @@ its keyed counts continuing.
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime
 
 import pytest
@@ -22,7 +21,7 @@ from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS
 from tests.conftest import ROOT
 from tests.helpers import poll
-from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry
+from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry, pending_approval, wait_parked
 from tests.integration.test_rescale import assert_runs_at, assert_state_continued, wait_counted
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.faults]
@@ -38,26 +37,6 @@ def lease_connection(postgres_server) -> str:
     url = make_url(postgres_server.script("url", "ds2twinlease").stdout.strip().splitlines()[-1])
     return json.dumps({"conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username,
                        "password": url.password, "schema": url.database})  # fmt: skip
-
-
-def pending(server):
-    body = server.api("GET", "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"})
-    items = [d for d in body["hitl_details"] if d["task_instance"]["dag_id"] == DAG]
-    return items[0] if items else None
-
-
-def parked(server, detail, settle_s: float = 3.0) -> None:
-    """The approval task has been in awaiting_input ``settle_s`` (an answer before the scheduler processed
-    the parked attempt fails it in Airflow 3.3.2: people never answer that fast, a test would)."""
-    path = f"/api/v2/dags/{DAG}/dagRuns/{detail['task_instance']['dag_run_id']}/taskInstances/approve"
-    since = None
-    while True:
-        state = server.api("GET", path)["state"]
-        assert state in ("awaiting_input", "running", "queued", "scheduled"), state
-        since = (since or time.monotonic()) if state == "awaiting_input" else None
-        if since and time.monotonic() - since >= settle_s:
-            return
-        time.sleep(0.5)
 
 
 def test_two_airflow_instances_on_one_flink_job_one_acts_and_the_other_records_why(
@@ -79,11 +58,11 @@ def test_two_airflow_instances_on_one_flink_job_one_acts_and_the_other_records_w
         details = []
         for server, _, _ in sides:
             server.wait_dag(DAG)
-            detail = poll(f"a pending approval at {server.base_url}", lambda s=server: pending(s), 300)
+            detail = poll(f"a pending approval at {server.base_url}", lambda s=server: pending_approval(s, DAG), 300)
             assert "| Count | 1 → **4** |" in detail["body"], detail["body"]
             details.append(detail)
         for (server, _, _), detail in zip(sides, details):
-            parked(server, detail)
+            wait_parked(server, DAG, detail)
         for (server, _, _), detail in zip(sides, details):  # both answered at once: both rescale tasks start together
             path = f"/api/v2/dags/{DAG}/dagRuns/{detail['task_instance']['dag_run_id']}/taskInstances/approve/-1/hitlDetails"
             server.api("PATCH", path, json={"chosen_options": ["Approve"], "params_input": {}})
