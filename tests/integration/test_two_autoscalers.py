@@ -82,8 +82,11 @@ def test_two_airflow_instances_on_one_flink_job_one_acts_and_the_other_records_w
         assert "holds its lease" in held["message"] or "parallelism changed since the epoch was measured" in held["message"]
         new = assert_runs_at(flink.client, "ds2-testjob", {"Count": 4})
         assert acted["old_flink_job_id"] == original and acted["new_flink_job_id"] == new
-        stopped = [j for j in flink.client.jobs() if j.name == "ds2-testjob" and j.id != new]
-        assert [j.id for j in stopped] == [original], stopped  # restarted once
+        # Restarted once: the jobs of the name since this test's (the session's cluster keeps earlier tests' too).
+        since = next(j.start_time_ms for j in flink.client.jobs() if j.id == original)
+        ours = sorted((j.start_time_ms, j.id) for j in flink.client.jobs()
+                      if j.name == "ds2-testjob" and j.start_time_ms >= since)  # fmt: skip
+        assert [job_id for _, job_id in ours] == [original, new], ours
         assert_state_continued(flink.client, new)
     finally:
         for server, _, _ in sides:
