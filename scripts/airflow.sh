@@ -488,7 +488,7 @@ cmd_up() {
     log_tail db-migrate
     die "airflow db migrate failed (log: $LOG_DIR/db-migrate.log)"
   }
-  [ "$AIRFLOW__CORE__AUTH_MANAGER" = "${AIRFLOW__CORE__AUTH_MANAGER%FabAuthManager}" ] || fab_admin
+  if [ "$AUTH_MANAGER" = fab ]; then fab_admin; fi
   run_bootstrap
   since=$(date +%s)
   for c in "${COMPONENTS[@]}"; do start_component "$c"; done

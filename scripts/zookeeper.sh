@@ -104,7 +104,6 @@ cmd_down() {
 
 cmd_status() {
   [ $# -eq 0 ] || die "status takes no arguments"
-  local pid
   service_status zookeeper "$(our_pid)" "127.0.0.1:$(recorded_port)" "$DATA_DIR" "$LOG" answers
 }
 
