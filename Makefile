@@ -33,8 +33,8 @@ test: setup
 	$(VENV)/bin/ruff check .
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long and not install and not object_store_dag"
 
-## Fault drills on real Flink and Airflow (processes killed mid-rescale, restart loop, full disk, HA, PostgreSQL restarted, two
-## autoscalers, the restricted viewer; ~20 min).
+## Fault drills on real Flink and Airflow (processes killed mid-rescale, a run two intervals late, restart loop, full disk, HA, PostgreSQL restarted, two
+## autoscalers, the restricted viewer; ~22 min).
 test-faults: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m faults
 

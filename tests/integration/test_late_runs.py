@@ -22,7 +22,7 @@ from tests.conftest import ROOT
 from tests.helpers import poll
 from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry
 
-pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.faults]
 INTERVAL_S = 10
 DAG = "ds2_late"
 
