@@ -65,20 +65,29 @@ REFERENCE = {"savepoint-restart": (0.38, 0.48), "in-place": (1.07, 1.12)}  # doc
 
 
 @contextmanager
-def cluster(adaptive: bool) -> Iterator[tuple[FlinkRestClient, Path]]:
-    """A cluster instance of its own, stopped (its own pids only) whatever happens."""
-    data_dir = Path(tempfile.mkdtemp(prefix=f"bench-rescale-{'adaptive' if adaptive else 'default'}-"))
+def cluster(
+    adaptive: bool, env_extra: dict[str, str] | None = None, under: Path | None = None, keep_logs: Path | None = None
+) -> Iterator[tuple[FlinkRestClient, Path]]:
+    """A cluster instance of its own, stopped (its own pids only) whatever happens.
+
+    ``env_extra``: more of scripts/flink.sh's settings (a state backend, say); ``under``: the folder its data
+    folder is made in (default: the temp folder); ``keep_logs``: where its logs are copied before it is removed.
+    """
+    data_dir = Path(tempfile.mkdtemp(prefix=f"bench-{'adaptive' if adaptive else 'default'}-", dir=under))
     env = {
         **os.environ,
         "FLINK_DATA_DIR": str(data_dir),
         "FLINK_REST_PORT": str(free_port()),
         "FLINK_RPC_PORT": str(free_port()),
+        **(env_extra or {}),
     }
     try:
         subprocess.run([str(FLINK_SH), "up", *(["--adaptive"] if adaptive else [])], check=True, cwd=ROOT, env=env)
         yield FlinkRestClient(FlinkConnection(base_url=f"http://127.0.0.1:{env['FLINK_REST_PORT']}")), data_dir
     finally:
         subprocess.run([str(FLINK_SH), "down"], check=False, cwd=ROOT, env=env)
+        if keep_logs is not None and (data_dir / "log").is_dir():
+            shutil.copytree(data_dir / "log", keep_logs / data_dir.name, dirs_exist_ok=True)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 

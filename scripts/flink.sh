@@ -17,6 +17,13 @@
 #   scripts/flink.sh down                     stop the daemons this project started
 #   scripts/flink.sh start-missing            start again the daemons of this instance that died
 #                                             (the fault tests kill one), with the same config
+#   scripts/flink.sh add-taskmanager ID       start one more TaskManager whose resource id is ID (the
+#                                             capacity provider's scale-out; [A-Za-z0-9_-], at most 64) and
+#                                             wait until the REST API lists it
+#   scripts/flink.sh release-taskmanager ID   stop TaskManager ID (any this instance started: up names its own
+#                                             tm-1, tm-2, ...) and wait until the REST API no longer lists it
+#   scripts/flink.sh taskmanagers             the TaskManagers this instance runs, "ID PID" per line, after a
+#                                             first line "baseline N": how many 'up' started (FLINK_TASKMANAGERS)
 #   scripts/flink.sh status                   exit 0 running, 3 stopped, 1 not answering
 #   scripts/flink.sh build-job                build build/ds2-testjob.jar and build/ds2-sql-runner.jar
 #                                             (flink-job/build.sh)
@@ -28,7 +35,9 @@
 # FLINK_STOP_TIMEOUT (30 s), FLINK_SLOTS (8, task slots per TaskManager), FLINK_TASKMANAGERS (1; the cluster
 # mode runs 2: a job spreads over them, and savepoints and checkpoints are in FLINK_DATA_DIR, which every
 # process reaches, as a shared volume would be), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own),
-# with --ha: FLINK_ZOOKEEPER_QUORUM (host:port,...), FLINK_STANDBY_REST_PORT (FLINK_REST_PORT + 1).
+# with --ha: FLINK_ZOOKEEPER_QUORUM (host:port,...), FLINK_STANDBY_REST_PORT (FLINK_REST_PORT + 1);
+# FLINK_STATE_BACKEND (hashmap, the default; rocksdb; forst: conf/flink/state-rocksdb.yaml, state-forst.yaml), FLINK_TM_CORES (the CPU
+# cores a TaskManager declares, taskmanager.cpu.cores; default: Flink's, its number of slots).
 # An instance keeps everything in FLINK_DATA_DIR: its config (conf/), logs (log/), uploaded jars,
 # savepoints, checkpoints, pid files and the daemons' temp folder. The distribution is shared.
 set -euo pipefail
@@ -57,6 +66,9 @@ TASKMANAGERS=${FLINK_TASKMANAGERS:-1}
 SSL_DIR=$DATA_DIR/ssl
 STANDBY_REST_PORT=${FLINK_STANDBY_REST_PORT:-$((REST_PORT + 1))}
 ZOOKEEPER_QUORUM=${FLINK_ZOOKEEPER_QUORUM:-}
+STATE_BACKEND=${FLINK_STATE_BACKEND:-hashmap}
+TM_CORES=${FLINK_TM_CORES:-}
+TM_DIR=$PID_DIR/taskmanagers # one file per TaskManager this instance started: its resource id, holding its pid
 
 configured_ssl() {
   grep -q '^security.ssl.rest.enabled: true' "$CONF_DIR/config.yaml" 2>/dev/null
@@ -302,6 +314,17 @@ cmd_configure() {
   fi
   mkdir -p "$DATA_DIR/uploads" "$DATA_DIR/savepoints" "$DATA_DIR/checkpoints" "$DATA_DIR/ha" "$PID_DIR" "$TMP_DIR"
   local fragments=()
+  case $STATE_BACKEND in
+    hashmap) ;;
+    rocksdb | forst) fragments+=("$TEMPLATE_DIR/state-$STATE_BACKEND.yaml") ;;
+    *) die "FLINK_STATE_BACKEND must be hashmap, rocksdb or forst, got '$STATE_BACKEND'" ;;
+  esac
+  if [ -n "$TM_CORES" ]; then
+    is_uint "$TM_CORES" && [ "$TM_CORES" -ge 1 ] || die "FLINK_TM_CORES must be a whole number of cores >= 1, got '$TM_CORES'"
+    printf '\n# FLINK_TM_CORES: the CPU cores each TaskManager declares (the capacity check reads them).\ntaskmanager.cpu.cores: %s\n' \
+      "$TM_CORES" >"$DATA_DIR/cores.yaml"
+    fragments+=("$DATA_DIR/cores.yaml")
+  fi
   [ "$ha" = 1 ] && fragments+=("$TEMPLATE_DIR/ha.yaml")
   [ "$adaptive" = 1 ] && fragments+=("$TEMPLATE_DIR/adaptive.yaml")
   if [ "$prometheus" = 1 ]; then
@@ -459,9 +482,11 @@ cmd_up() {
   local t0
   t0=$(now_ms)
   start_jobmanagers >/dev/null
+  rm -rf "$TM_DIR"
+  echo "$TASKMANAGERS" >"$CONF_DIR/taskmanagers-baseline"
   local i
-  for ((i = 0; i < TASKMANAGERS; i++)); do
-    "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null
+  for ((i = 1; i <= TASKMANAGERS; i++)); do
+    start_taskmanager "tm-$i" >/dev/null
   done
   wait_ready
   local ha=""
@@ -488,6 +513,7 @@ cmd_down() {
   t0=$(now_ms)
   stop_pids "${pids[@]}" || die "could not stop Flink (pids ${pids[*]})"
   rm -f "$PID_DIR"/*.pid
+  rm -rf "$TM_DIR"
   clean_tmp
   log "stopped (pids ${pids[*]}) in $(secs_since "$t0") s"
 }
@@ -514,15 +540,110 @@ cmd_start_missing() {
   local jobmanagers
   jobmanagers=$(start_jobmanagers)
   [ "$jobmanagers" -eq 0 ] || started+=("$jobmanagers jobmanager(s)")
-  local have_tms
+  local have_tms i=1
   have_tms=$(our_daemons | grep -c ' taskexecutor$' || true)
   while [ "$have_tms" -lt "$TASKMANAGERS" ]; do
-    "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null
+    while tm_running "tm-$i"; do i=$((i + 1)); done
+    start_taskmanager "tm-$i" >/dev/null
     started+=(taskmanager)
     have_tms=$((have_tms + 1))
   done
   wait_ready
   log "started ${started[*]:-nothing (all running)}; up at $REST_URL"
+}
+
+# ---------------------------------------------------------------------------------------------
+# TaskManagers added and released one at a time (the capacity provider of include/autoscaler/capacity)
+
+check_tm_id() {
+  [[ ${1:-} =~ ^[A-Za-z0-9_-]{1,64}$ ]] || die "a TaskManager id is 1-64 of [A-Za-z0-9_-], got '${1:-}'"
+}
+
+# Whether the REST API lists TaskManager $1 (exit 0) or not (1); 2 when it does not answer.
+tm_listed() {
+  local body
+  body=$(rest_get /taskmanagers) || return 2
+  "$PYTHON" -c 'import json, sys
+sys.exit(0 if any(t.get("id") == sys.argv[1] for t in json.load(sys.stdin).get("taskmanagers", [])) else 1)' "$1" <<<"$body"
+}
+
+wait_tm_listed() { # ID WANT(0 listed, 1 gone)
+  local deadline=$(($(date +%s) + START_TIMEOUT)) rc
+  while :; do
+    rc=0
+    tm_listed "$1" || rc=$?
+    [ "$rc" = "$2" ] && return 0
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep 0.3
+  done
+}
+
+# Whether TaskManager $1 was started by this instance and still runs.
+tm_running() {
+  local pid daemons
+  [ -f "$TM_DIR/$1" ] || return 1
+  pid=$(cat "$TM_DIR/$1")
+  daemons=$(our_daemons) # not piped into grep -q: with pipefail its early exit would fail the pipe
+  is_uint "$pid" && grep -qx "$pid taskexecutor" <<<"$daemons"
+}
+
+# Starts TaskManager $1 (its resource id) and records its pid in TM_DIR; prints the pid.
+start_taskmanager() {
+  local before after pid
+  mkdir -p "$TM_DIR"
+  before=$(our_daemons | awk '$2 == "taskexecutor" {print $1}' | sort)
+  "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start -D "taskmanager.resource-id=$1" >/dev/null
+  after=$(our_daemons | awk '$2 == "taskexecutor" {print $1}' | sort)
+  pid=$(comm -13 <(echo "$before") <(echo "$after") | head -n1)
+  is_uint "${pid:-}" || die "TaskManager $1 did not start (logs in $LOG_DIR)"
+  echo "$pid" >"$TM_DIR/$1"
+  echo "$pid"
+}
+
+cmd_add_taskmanager() {
+  [ $# -eq 1 ] || die "usage: add-taskmanager ID"
+  check_tm_id "$1"
+  running || die "no cluster of this instance runs ($DATA_DIR): 'scripts/flink.sh up' first"
+  need_python
+  if tm_running "$1"; then
+    wait_tm_listed "$1" 0 || die "TaskManager $1 runs (pid $(cat "$TM_DIR/$1")) but the REST API does not list it"
+    log "TaskManager $1 already runs (pid $(cat "$TM_DIR/$1"))"
+    return 0
+  fi
+  local pid setsid=() t0
+  command -v setsid >/dev/null 2>&1 && setsid=(setsid -w)
+  t0=$(now_ms)
+  pid=$(start_taskmanager "$1")
+  wait_tm_listed "$1" 0 || { log_tail; die "TaskManager $1 (pid $pid) did not register within $START_TIMEOUT s"; }
+  log "added TaskManager $1 (pid $pid) in $(secs_since "$t0") s"
+}
+
+cmd_release_taskmanager() {
+  [ $# -eq 1 ] || die "usage: release-taskmanager ID"
+  check_tm_id "$1"
+  need_python
+  [ -f "$TM_DIR/$1" ] || die "no TaskManager $1 was started by this instance ($TM_DIR)"
+  local pid t0
+  pid=$(cat "$TM_DIR/$1")
+  t0=$(now_ms)
+  if tm_running "$1"; then
+    stop_pids "$pid" || die "could not stop TaskManager $1 (pid $pid)"
+  fi
+  prune_pid_files
+  rm -f "$TM_DIR/$1"
+  wait_tm_listed "$1" 1 || die "TaskManager $1 stopped but the REST API still lists it after $START_TIMEOUT s"
+  log "released TaskManager $1 (pid $pid) in $(secs_since "$t0") s"
+}
+
+cmd_taskmanagers() {
+  [ $# -eq 0 ] || die "taskmanagers takes no arguments"
+  echo "baseline $(cat "$CONF_DIR/taskmanagers-baseline" 2>/dev/null || echo "$TASKMANAGERS")"
+  local f
+  for f in "$TM_DIR"/*; do
+    [ -f "$f" ] || continue
+    tm_running "$(basename "$f")" && echo "$(basename "$f") $(cat "$f")"
+  done
+  return 0
 }
 
 cmd_status() {

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from autoscaler.capacity.inventory import ClusterView, Inventory
+from autoscaler.capacity.provider import cluster_view, last_rescale_end, provider_for, release_idle
 from autoscaler.config.jobs import JobConfig, config_path, find_job
 from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.config.sections import Stability
@@ -69,6 +71,33 @@ def free_slots(job: JobConfig) -> int | None:
         return None
 
 
+def cluster_of(job: JobConfig) -> ClusterView | None:
+    """What the job's cluster offers (TaskManagers, cores, scheduler); None skips the capacity check, never the decision."""
+    try:
+        return cluster_view(FlinkHook(job.flink_conn_id).get_client(), job.capacity)
+    except Exception as exc:
+        log.warning("capacity check skipped: cannot read the cluster's TaskManagers (%s)", exc)
+        return None
+
+
+def release_idle_capacity(job: JobConfig, epoch: int) -> None:
+    """Give back the TaskManagers the provider added that have been idle since the last rescale (recorded)."""
+    if job.capacity.provider == "none":
+        return
+    try:
+        client = FlinkHook(job.flink_conn_id).get_client()
+        provider = provider_for(job.capacity, client.base_url)
+        if provider is None:
+            return
+        done = release_idle(provider, Inventory.from_rest(client.get("/taskmanagers")), store_root(), job.name, epoch,
+                            last_rescale_end(store_root(), job.name), job.capacity.release_after, datetime.now(UTC))  # fmt: skip
+    except Exception as exc:  # the epoch's audit row is committed: a release tried again next epoch costs nothing
+        log.warning("capacity: idle TaskManagers not released this epoch: %s", exc)
+        return
+    if done:
+        log.info("capacity: %s", done)
+
+
 def decide_task(job: JobConfig, context: Any) -> list[str]:
     """Turn the epoch's DS2 decisions into a plan; branch to approve/rescale or straight to record."""
     ti = context["ti"]
@@ -76,13 +105,15 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
     kind = run_type(context)
     validation = ti.xcom_pull(task_ids="validate") or {}
     docs = validation.get("docs") or []
+    cluster = cluster_of(job) if kind == LIVE else None
     plan = plan_epoch(
         job,
         epoch,
         store_root(),
         validation,
-        free_slots(job) if kind == LIVE else None,
+        None,
         (validation.get("summary", "") + (f" — [Data Docs]({docs_link(docs[0])})" if docs else "")) or None,
+        cluster=cluster,
     )
     for line in plan.log_lines():
         log.info("%s", line)
@@ -90,6 +121,8 @@ def decide_task(job: JobConfig, context: Any) -> list[str]:
     ti.xcom_push(key="target", value=plan.target)
     ti.xcom_push(key="measured", value=plan.current)  # the rescale leaves alone a job someone else rescaled since
     ti.xcom_push(key="plan_markdown", value=plan.markdown())
+    ti.xcom_push(key="mechanism", value=plan.mechanism or job.mechanism)
+    ti.xcom_push(key="capacity", value={"job": job.name, "epoch": epoch, "add_taskmanagers": plan.add_taskmanagers})
     if kind == BACKFILL:
         return []  # a backfill recomputes decisions; it never approves, rescales or records actions
     if plan.action != RESCALE:
@@ -130,7 +163,7 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
     collected = ti.xcom_pull(task_ids="collect") or {}
     run = outcomes.EpochRun(
         action_id=f"{safe_run_id(context)}.{job.name}",
-        mechanism=job.mechanism,
+        mechanism=(plan.mechanism if plan else None) or job.mechanism,
         parallelism=plan.current if plan else {},
         plan_summary=plan.summary if plan else None,
         plan_action=plan.action if plan else None,
@@ -143,6 +176,7 @@ def record_task(job: JobConfig, context: Any) -> dict[str, Any]:
     )
     row = outcomes.epoch_row(job.name, epoch, run, lambda: audit.validation_summary(store_root(), job.name, epoch))
     audit.record_action(store_root(), row)
+    release_idle_capacity(job, epoch)
     metrics_and_alerts(job, epoch, row["outcome"], context)
     log.info(
         "action %s epoch %d: %s — %s (approved by %s, downtime %s s)",

@@ -38,7 +38,7 @@ def test_the_shipped_config_loads():
 
 def test_defaults():
     job = one()
-    assert job.interval == timedelta(minutes=1) and job.mechanism == "savepoint-restart"
+    assert job.interval == timedelta(minutes=1) and job.mechanism == "auto"
     assert job.flink_conn_id == "flink_default" and job.spark_conn_id == "spark_ds2"
     assert job.approval.timeout_answer == "Reject"
 
@@ -54,7 +54,7 @@ def test_defaults():
         ({"policy": {"activation_epochs": 0}}, "policy.activation_epochs: must be an integer >= 1"),
         ({"policy": {"cooldown": "soon"}}, "policy.cooldown: expected a duration like 30s"),
         ({"policy": {"facter": 1}}, "job 'wc': policy.facter: unknown field"),
-        ({"mechanism": "yolo"}, "job 'wc': mechanism: must be one of savepoint-restart, in-place, got 'yolo'"),
+        ({"mechanism": "yolo"}, "job 'wc': mechanism: must be one of auto, savepoint-restart, in-place, got 'yolo'"),
         ({"policy_interval": "7s"}, "policy_interval: 0:00:07 must divide a day"),
         ({"policy_interval": "1s"}, "policy_interval: must be at least 5 s"),
         ({"approval": {"on_timeout": "maybe"}}, "job 'wc': approval.on_timeout: must be one of approve, reject"),

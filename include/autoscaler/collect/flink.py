@@ -32,6 +32,7 @@ from autoscaler.collect.snapshot import (
     take_snapshot,
     window_metrics,
 )
+from autoscaler.collect.state import collect_state
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.store.files import StorePath, store_path
 from autoscaler.store.parquet import validate_job_name, write_epochs
@@ -49,6 +50,7 @@ class CollectionResult:
     warmup_reason: str | None  # the window spans a restart: kept, never used for a decision
     flink_job_id: str
     failovers: int = 0  # times the job failed over in the window (its numRestarts grew, id and parallelism kept)
+    state_bytes: int | None = None  # the job's state in its latest completed checkpoint (table STATE); None: none yet
 
     @property
     def failing_over(self) -> str | None:
@@ -119,6 +121,7 @@ def collect_epoch_metrics(
         save_snapshot(current, end_path if boundary is not None else boundary_path)
     rows = window_metrics(previous, current, job, epoch)
     write_epochs(store_root, METRICS, job, rows)
+    state_bytes = collect_state(client, current.flink_job_id, job, epoch, store_root)
     write_topology_csv(current.topology(), topology_path(store_root, job), source="Flink job graph")
     return CollectionResult(
         job=job,
@@ -129,6 +132,7 @@ def collect_epoch_metrics(
         warmup_reason=restart_between(previous, current),
         flink_job_id=current.flink_job_id,
         failovers=failovers_between(previous, current),
+        state_bytes=state_bytes,
     )
 
 

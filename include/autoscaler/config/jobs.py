@@ -25,7 +25,18 @@ from autoscaler.config import options as opt
 from autoscaler.config import paths
 from autoscaler.config.fields import Fields
 from autoscaler.config.policy_options import PolicyOptions, kind_default
-from autoscaler.config.sections import Alerts, Approval, ExcludedPeriod, Stability, read_alerts, read_approval
+from autoscaler.config.sections import (
+    Alerts,
+    Approval,
+    CapacitySettings,
+    ExcludedPeriod,
+    RescaleSettings,
+    Stability,
+    read_alerts,
+    read_approval,
+    read_capacity,
+    read_rescale,
+)
 from autoscaler.errors import InputError
 from autoscaler.flink import sql
 from autoscaler.flink.deployment import JobDeployment
@@ -79,6 +90,8 @@ class JobConfig:
     stability: Stability = field(default_factory=Stability)
     approval: Approval = field(default_factory=Approval)
     alerts: Alerts = field(default_factory=Alerts)
+    capacity: CapacitySettings = field(default_factory=CapacitySettings)
+    rescale: RescaleSettings = field(default_factory=RescaleSettings)
     validation: Mapping[str, Any] = field(default_factory=dict)
     short_window: timedelta = opt.SHORT_WINDOW.default
     source_rate_metric: str | None = opt.SOURCE_RATE_METRIC.default
@@ -244,6 +257,7 @@ def _job(entry: Any, index: int, source: str, base: Path, config: Path | None = 
             job_name=flink_job_name,
             savepoint_dir=_savepoint_dir(f.text("savepoint_dir", str(data_dir() / "savepoints")), base),
             allow_non_restored_state=f.boolean("allow_non_restored_state", False),
+            savepoint_format=f.option(opt.SAVEPOINT_FORMAT),
             **program,
         )
     except InputError as exc:
@@ -264,6 +278,8 @@ def _job(entry: Any, index: int, source: str, base: Path, config: Path | None = 
         options = replace(options, movable_operators=sorted(deployment.parallelism_args))
     approval = read_approval(Fields(f.get("approval"), where, "approval."))
     alerts = read_alerts(Fields(f.get("alerts"), where, "alerts."))
+    capacity = read_capacity(Fields(f.get("capacity"), where, "capacity."))
+    rescale = read_rescale(Fields(f.get("rescale"), where, "rescale."))
     collect = Fields(f.get("collect"), where, "collect.")
     short_window = collect.option(opt.SHORT_WINDOW)
     source_rate_metric = collect.option(opt.SOURCE_RATE_METRIC)
@@ -286,6 +302,8 @@ def _job(entry: Any, index: int, source: str, base: Path, config: Path | None = 
         stability=stability,
         approval=approval,
         alerts=alerts,
+        capacity=capacity,
+        rescale=rescale,
         validation=validation,
         short_window=short_window,
         source_rate_metric=source_rate_metric,

@@ -49,7 +49,7 @@ class Option:
 # infinite estimate (the DS2 reference saturates to u32::MAX; bounds cap it).
 SATURATED = 2**31 - 1
 
-SAVEPOINT_RESTART, IN_PLACE = "savepoint-restart", "in-place"
+SAVEPOINT_RESTART, IN_PLACE, AUTO = "savepoint-restart", "in-place", "auto"
 TIMEOUT_ANSWERS = ("approve", "reject")
 
 # -- where and how often ----------------------------------------------------------------------
@@ -173,8 +173,9 @@ CATCH_UP_DURATION = Option(
 RESTART_TIME = Option(
     "policy.restart_time", "duration", None,
     "utilization, ds2_plus: the expected restart time, whose input must be caught up too (none: the kind's own, "
-    "5m for utilization as Flink's job.autoscaler.restart.time; ds2_plus uses the median of the job's measured "
-    "downtimes and this, 10s by default, only until one is measured).", 0,
+    "5m for utilization as Flink's job.autoscaler.restart.time; ds2_plus uses the job's measured downtimes: predicted at "
+    "its state size where that is recorded (autoscaler/rescale/mechanism.py), else their median; and this, 10s by "
+    "default, only until one is measured).", 0,
 )  # fmt: skip
 # kind ds2_plus: DS2's sizing, a steady size from the job's own rises and drain capacity (policy/ds2_plus.py).
 STEADY_QUANTILE = Option(
@@ -282,11 +283,62 @@ ALERT_FAILOVER_EPOCHS = Option(
     "recovers from by itself, marks at most two epochs (the one it interrupts and the one whose window spans the "
     "restart), so the default of 3 means it failed again.", 1,
 )  # fmt: skip
+# -- capacity -----------------------------------------------------------------------------------
+CAPACITY_PROVIDER = Option(
+    "capacity.provider", "choice", "none",
+    "What adds and releases TaskManagers when a plan needs more slots or cores than the cluster has (none: the cluster "
+    "is fixed and a plan is cut to fit; local: TaskManager processes beside a scripts/flink.sh cluster; the Flink "
+    "Kubernetes Operator's design is in docs/deploy.md).", choices=("none", "local"),
+)  # fmt: skip
+CAPACITY_FLINK_DATA_DIR = Option(
+    "capacity.flink_data_dir", "text", None,
+    "local: the cluster instance's folder (scripts/flink.sh's FLINK_DATA_DIR; none: data/flink).",
+)  # fmt: skip
+MAX_TASKMANAGERS = Option(
+    "capacity.max_taskmanagers", "integer", None, "The most TaskManagers the cluster may have (none: no limit).", 1
+)
+MAX_SLOTS = Option("capacity.max_slots", "integer", None, "The most task slots the cluster may have (none: no limit).", 1)
+CORES_PER_TASKMANAGER = Option(
+    "capacity.cores_per_taskmanager", "number", None,
+    "CPU cores of each TaskManager: a plan never puts more busy slots on one than it has cores (none: what each "
+    "declares, Flink's taskmanager.cpu.cores, which defaults to its number of slots).", 0.01,
+)  # fmt: skip
+RELEASE_AFTER = Option(
+    "capacity.release_after", "duration", timedelta(seconds=30),
+    "A TaskManager the provider added is released once it has been idle this long after the job's last rescale. "
+    "Default: Flink's own resourcemanager.taskmanager-timeout, after which its resource manager releases an idle "
+    "TaskManager.", 0,
+)  # fmt: skip
 # -- rescale ------------------------------------------------------------------------------------
 MECHANISM = Option(
-    "mechanism", "choice", SAVEPOINT_RESTART,
-    "savepoint-restart (any scheduler: new job id) or in-place (adaptive scheduler: same job id).",
-    choices=(SAVEPOINT_RESTART, IN_PLACE),
+    "mechanism", "choice", AUTO,
+    "How a rescale moves the job's state: savepoint-restart (any scheduler: new job id), in-place (adaptive scheduler: "
+    "same job id), or auto: per rescale, the one with the shortest downtime predicted at the job's measured state "
+    "size, or none when neither pays (autoscaler/rescale/mechanism.py).",
+    choices=(AUTO, SAVEPOINT_RESTART, IN_PLACE),
+)  # fmt: skip
+MIN_OWN_RESCALES = Option(
+    "rescale.min_own_rescales", "integer", 3,
+    "auto: a mechanism's downtime line is fitted from the job's own rescales once it has this many with a measured "
+    "state size (a line needs two points, and a third to be checked by); until then from the benchmark's curves for "
+    "the job's state backend.", 2,
+)  # fmt: skip
+MAX_DOWNTIME = Option(
+    "rescale.max_downtime", "duration", None,
+    "auto: never take a rescale whose predicted downtime is longer (none: no limit). The job's own tolerance for a "
+    "stop, stated by its owner.", 0,
+)  # fmt: skip
+PAYBACK_HORIZON = Option(
+    "rescale.payback_horizon", "duration", timedelta(hours=1),
+    "auto: a scale-down is made only when the instance-seconds it saves over this horizon exceed what its predicted "
+    "downtime costs (every instance idle while the job restarts). Default: the Flink autoscaler's scale-down "
+    "interval, the time it expects a lower load to hold before it acts on it.", 1,
+)  # fmt: skip
+SAVEPOINT_FORMAT = Option(
+    "savepoint_format", "choice", "canonical",
+    "The savepoint a savepoint-restart takes: canonical (portable across state backends) or native (the backend's "
+    "own files: faster with large state, and the only one Flink 2's ForSt backend writes).",
+    choices=("canonical", "native"),
 )  # fmt: skip
 SAVEPOINT_TIMEOUT = Option(
     "savepoint_timeout", "duration", timedelta(minutes=2),

@@ -7,9 +7,10 @@ entry into these.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from autoscaler.capacity.inventory import CapacityLimits
 from autoscaler.config import options as opt
 from autoscaler.config.fields import Fields
 
@@ -46,6 +47,43 @@ class Alerts:
     smtp_conn_id: str = opt.ALERT_SMTP_CONN_ID.default
     quarantined_epochs: int = opt.ALERT_QUARANTINED_EPOCHS.default
     failover_epochs: int = opt.ALERT_FAILOVER_EPOCHS.default
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """A job's ``capacity`` section: who adds TaskManagers (:mod:`autoscaler.capacity.provider`) and the limits."""
+
+    provider: str = opt.CAPACITY_PROVIDER.default
+    flink_data_dir: str | None = opt.CAPACITY_FLINK_DATA_DIR.default
+    limits: CapacityLimits = field(default_factory=CapacityLimits)
+    release_after: timedelta = opt.RELEASE_AFTER.default
+
+
+def read_capacity(f: Fields) -> CapacitySettings:
+    """A job's ``capacity`` section; ``f`` is done with it after."""
+    settings = CapacitySettings(
+        provider=f.option(opt.CAPACITY_PROVIDER),
+        flink_data_dir=f.option(opt.CAPACITY_FLINK_DATA_DIR),
+        limits=CapacityLimits(f.option(opt.MAX_TASKMANAGERS), f.option(opt.MAX_SLOTS), f.option(opt.CORES_PER_TASKMANAGER)),
+        release_after=f.option(opt.RELEASE_AFTER),
+    )
+    f.done()
+    return settings
+
+
+@dataclass(frozen=True)
+class RescaleSettings:
+    """How ``mechanism: auto`` chooses (options ``rescale.*``, :mod:`autoscaler.rescale.mechanism`)."""
+
+    min_own_rescales: int = opt.MIN_OWN_RESCALES.default
+    max_downtime: timedelta | None = opt.MAX_DOWNTIME.default
+    payback_horizon: timedelta = opt.PAYBACK_HORIZON.default
+
+
+def read_rescale(f: Fields) -> RescaleSettings:
+    settings = RescaleSettings(f.option(opt.MIN_OWN_RESCALES), f.option(opt.MAX_DOWNTIME), f.option(opt.PAYBACK_HORIZON))
+    f.done()
+    return settings
 
 
 # An address as a mail header holds it: no spaces, commas or angle brackets (they would add recipients).

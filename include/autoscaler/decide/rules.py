@@ -12,9 +12,10 @@ the job on noise. A proposal becomes a rescale only when it passes, in this orde
 5. per operator: hysteresis (a scale-down by ``ignore_scale_down_by`` instances or fewer is ignored,
    as the reference ignores one of exactly 1); bounds, alignment and the scale-down limit are the
    policy's, applied once for every kind (:func:`autoscaler.policy.base.bounded`);
-6. capacity: the new job must fit the cluster's task slots (free slots plus the slots the job
-   itself holds, which a restart releases); a proposal that does not fit is reduced, or blocked
-   when nothing would change.
+6. capacity: the new job must fit the cluster: its task slots (free slots plus the slots the job
+   itself holds, which a restart releases), and no more busy slots on a TaskManager than its cores.
+   A capacity provider is asked for TaskManagers first; what still does not fit is reduced, or
+   blocked when nothing would change (:mod:`autoscaler.decide.capacity_rule`).
 
 7. acting: a recommendation-only job, or a time inside one of its excluded periods, records the
    rescale it would make (``recommend``) and never acts on it.
@@ -28,111 +29,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from autoscaler.capacity.inventory import ClusterView, Inventory
 from autoscaler.config.jobs import JobConfig
-from autoscaler.policy.rounding import align
+from autoscaler.decide.capacity_rule import fit_capacity
+from autoscaler.decide.plan import NOOP, RECOMMEND, RESCALE, LastRescale, OperatorPlan, ScalingPlan
 
-RESCALE = "rescale"
-NOOP = "noop"
-RECOMMEND = "recommend"  # a rescale decided and recorded, never acted on (recommendation-only job, excluded period)
-
-
-@dataclass(frozen=True)
-class LastRescale:
-    """The newest epoch after which the job restarted: a rescale, or a failover (recorded failing-over)."""
-
-    epoch: int
-    finished_at: datetime | None
-    what: str = "rescale"  # "rescale" or "failover", for the reasons' words
-
-
-@dataclass
-class OperatorPlan:
-    operator_id: str
-    operator_name: str
-    is_source: bool
-    current: int
-    proposed: int  # DS2's proposal (after the policy's factor, threshold, bounds and alignment)
-    final: int  # what will be applied
-    input_rate: float | None
-    capacity_per_instance: float | None
-    reason: str  # DS2's reason
-    notes: list[str] = field(default_factory=list)  # what the rules here changed, and why
-
-    @property
-    def changes(self) -> bool:
-        return self.final != self.current
-
-
-@dataclass
-class ScalingPlan:
-    job: str
-    epoch: int
-    action: str  # rescale, noop or recommend
-    summary: str
-    operators: list[OperatorPlan]
-    validation: str | None = None  # the validation verdict / Data Docs page, for the approval body
-
-    @property
-    def target(self) -> dict[str, int]:
-        """Operator name -> new parallelism, for the operators that change."""
-        return {op.operator_name: op.final for op in self.operators if op.changes}
-
-    @property
-    def current(self) -> dict[str, int]:
-        return {op.operator_name: op.current for op in self.operators}
-
-    @property
-    def slots_taken(self) -> int:
-        """Task slots a rescale takes beyond what the job holds (one slot-sharing group: its largest
-        operator's parallelism); 0 for a plan that does not act, or one that needs no more."""
-        if self.action != RESCALE or not self.operators:
-            return 0
-        return max(0, max(op.final for op in self.operators) - max(op.current for op in self.operators))
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["target"] = self.target
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScalingPlan:
-        ops = [OperatorPlan(**op) for op in data["operators"]]
-        return cls(data["job"], data["epoch"], data["action"], data["summary"], ops, data.get("validation"))
-
-    def markdown(self) -> str:
-        """The decision as a Markdown table (the approval form's body)."""
-        lines = [
-            f"**{self.job}**, epoch {self.epoch}: {self.summary}",
-            "",
-            "| Operator | Parallelism | Input rate (rec/s) | Capacity per instance (rec/s) | Reason |",
-            "|---|---|---|---|---|",
-        ]
-        for op in self.operators:
-            arrow = f"{op.current} → **{op.final}**" if op.changes else f"{op.current}"
-            if op.proposed != op.final:
-                arrow += f" (DS2: {op.proposed})"
-            why = "; ".join([op.reason, *op.notes]).replace("|", "\\|")
-            lines.append(f"| {op.operator_name} | {arrow} | {_rate(op.input_rate)} | {_rate(op.capacity_per_instance)} | {why} |")
-        if self.validation:
-            lines += ["", f"Validation: {self.validation}"]
-        return "\n".join(lines)
-
-    def log_lines(self) -> list[str]:
-        out = [f"{self.job} epoch {self.epoch}: {self.action}: {self.summary}"]
-        for op in self.operators:
-            notes = f" [{'; '.join(op.notes)}]" if op.notes else ""
-            out.append(f"  {op.operator_name}: {op.current} -> {op.final} (proposed {op.proposed}){notes}")
-        return out
-
-
-def _rate(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return "∞" if math.isinf(value) else f"{value:,.0f}"
+__all__ = ["NOOP", "RECOMMEND", "RESCALE", "LastRescale", "OperatorPlan", "ScalingPlan", "agreeing_epochs", "decide"]
 
 
 _REQUIRED = ("operator_id", "operator_name", "is_source", "current_parallelism", "target_parallelism", "status")
@@ -195,12 +100,14 @@ def decide(
     now: datetime | None = None,
     validation: str | None = None,
     key_groups: Mapping[str, int] | None = None,
+    cluster: ClusterView | None = None,
 ) -> ScalingPlan:
     """Apply the stability, bound and capacity rules to one epoch's DS2 decisions.
 
     ``decided_epochs_since_rescale`` counts the epochs after ``last_rescale`` (this one
     included) whose decisions were complete; ``free_slots`` is the cluster's available task
-    slots (None skips the capacity check); ``key_groups`` (operator id -> key groups) keeps a
+    slots (None skips the capacity check), ``cluster`` what the cluster offers in full (its TaskManagers, their
+    cores, the job's capacity limits and provider; it replaces ``free_slots``); ``key_groups`` (operator id -> key groups) keeps a
     target the capacity check cuts aligned, as the policy aligned it (``align_to_key_groups``).
     """
     name = job.name
@@ -235,16 +142,20 @@ def decide(
         return _noop(name, epoch, ops, f"{hold} (held: {proposal})", validation)
 
     groups = (key_groups or {}) if job.policy.align_to_key_groups else {}
-    capacity_note = _fit_slots(ops, free_slots, groups, job.policy.job_max_parallelism)
+    if cluster is None and free_slots is not None:
+        cluster = ClusterView(Inventory.slots_only(free_slots), slots_only=True)
+    wanted = {op.operator_id: op.final for op in ops}
+    capacity_note, add = fit_capacity(ops, cluster, groups, job.policy.job_max_parallelism)
     if not any(op.changes for op in ops):
         return _noop(name, epoch, ops, f"blocked: {capacity_note}", validation)
     summary = "rescale " + ", ".join(f"{op.operator_name} {op.current}→{op.final}" for op in ops if op.changes)
     if capacity_note:
-        summary += f" (reduced: {capacity_note})"
+        reduced = any(op.final != wanted[op.operator_id] for op in ops)
+        summary += f" ({'reduced' if reduced else 'capacity'}: {capacity_note})"
     withheld = _withheld(job, now)
     if withheld:
-        return ScalingPlan(name, epoch, RECOMMEND, f"recommended, not acted on ({withheld}): {summary}", ops, validation)
-    return ScalingPlan(name, epoch, RESCALE, summary, ops, validation)
+        return ScalingPlan(name, epoch, RECOMMEND, f"recommended, not acted on ({withheld}): {summary}", ops, validation, add)
+    return ScalingPlan(name, epoch, RESCALE, summary, ops, validation, add)
 
 
 def _withheld(job: JobConfig, now: datetime | None) -> str | None:
@@ -342,35 +253,6 @@ def _operator_rules(job: JobConfig, op: OperatorPlan) -> None:
             op.notes.append(f"scale-down by {drop} ignored ({why})")
             final = op.current
     op.final = final
-
-
-def _fit_slots(ops: list[OperatorPlan], free_slots: int | None, key_groups: Mapping[str, int], job_key_groups: int | None) -> str:
-    """Reduce targets to the slots a restart can get; returns what was done, in words ('' = fits).
-
-    All operators share one slot-sharing group (Flink's default), so a job needs as many slots as
-    its largest operator's parallelism, and a rescale frees the slots the job holds now. A target
-    cut to the slots available stays aligned to its operator's key groups where the policy aligned
-    it (``key_groups``, else ``job_key_groups``): the largest aligned parallelism that fits, or no
-    change (:func:`autoscaler.policy.rounding.align`).
-    """
-    if free_slots is None:
-        return ""
-    held = max(op.current for op in ops)
-    available = free_slots + held
-    needed = max(op.final for op in ops)
-    if needed <= available:
-        return ""
-    note = f"{needed} task slots needed, {available} available ({free_slots} free + {held} held by the job)"
-    for op in ops:
-        if op.final > available:
-            cut = available  # >= op.current: the job's own slots are part of ``available``
-            groups = key_groups.get(op.operator_id) or job_key_groups
-            if groups and cut > op.current:
-                cut = align(cut, op.current, groups, 1, cut)
-            aligned = f", aligned to {groups} key groups" if groups and cut != available else ""
-            op.notes.append(f"reduced {op.final}→{cut}: {note}{aligned}")
-            op.final = cut
-    return note
 
 
 def plan_json(plan: ScalingPlan) -> str:

@@ -26,10 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from autoscaler.capacity.inventory import ClusterView
 from autoscaler.collect import prometheus
 from autoscaler.collect.flink import collect_epoch_metrics, topology_path
 from autoscaler.config.jobs import JobConfig
 from autoscaler.decide import history as decide_history
+from autoscaler.decide.mechanism_rule import choose_for_plan
 from autoscaler.decide.rules import ScalingPlan, decide
 from autoscaler.errors import InputError
 from autoscaler.flink.client import FlinkRestClient, JobNotRunning
@@ -105,15 +107,18 @@ def plan_epoch(
     free_slots: int | None,
     validation_note: str | None = None,
     now: datetime | None = None,
+    cluster: ClusterView | None = None,
 ) -> ScalingPlan:
-    """The decide stage of one epoch: its stored decisions and the job's history through the rules.
+    """The decide stage of one epoch: its stored decisions and the job's history through the rules, then the
+    mechanism that moves its state (:mod:`autoscaler.decide.mechanism_rule`).
 
     ``now``: the time the rules read (cooldown, excluded periods); the clock's by default, the
-    simulated one in the lab's simulator.
+    simulated one in the lab's simulator. ``cluster``: what the cluster offers in full (it replaces
+    ``free_slots``; :class:`autoscaler.capacity.inventory.ClusterView`).
     """
     history = decide_history.epoch_history(store_root, job.name, epoch, job.stability.activation_epochs)
     decidable = bool(history.decisions) and validation.get("decidable", True)
-    return decide(
+    plan = decide(
         job,
         epoch,
         history.decisions,
@@ -125,7 +130,9 @@ def plan_epoch(
         now=now or datetime.now(UTC),
         validation=validation_note,
         key_groups=history.key_groups,
+        cluster=cluster,
     )
+    return choose_for_plan(plan, job, store_root, cluster)
 
 
 def collect_all(
@@ -256,7 +263,7 @@ def record(item: JobEpoch, store_root: str | Path, action_id: str) -> dict[str, 
     message = f"{item.failed} failed: {item.error}" if item.failed else item.held
     run = outcomes.EpochRun(
         action_id=action_id,
-        mechanism=item.job.mechanism,
+        mechanism=(plan.mechanism if plan else None) or item.job.mechanism,
         parallelism=plan.current if plan else {},
         plan_summary=plan.summary if plan else None,
         plan_action=plan.action if plan else None,

@@ -238,8 +238,10 @@ class FlinkRestClient:
         return (first[0] if first else newest.get("exceptionName") or "unknown") + where
 
     # -- savepoints, checkpoints ------------------------------------------------------------
-    def stop_with_savepoint(self, job_id: str, target_directory: str | None, drain: bool = False) -> str:
-        body: dict[str, Any] = {"drain": drain}
+    def stop_with_savepoint(
+        self, job_id: str, target_directory: str | None, drain: bool = False, format_type: str = "canonical"
+    ) -> str:
+        body: dict[str, Any] = {"drain": drain, "formatType": format_type.upper()}
         if target_directory:
             body["targetDirectory"] = target_directory
         return ids.trigger_id(self._request("POST", f"/jobs/{ids.job_id(job_id)}/stop", json=body)["request-id"])

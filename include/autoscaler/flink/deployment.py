@@ -42,7 +42,7 @@ class JobDeployment:
       argument flag (``"--count-parallelism"``). Empty (the default): the job takes no such flags
       and the adaptive scheduler sets each vertex's parallelism after the restart.
     - ``savepoint_dir``: where stop-with-savepoint writes (``file://``/``s3://`` URI, or an
-      absolute local path).
+      absolute local path); ``savepoint_format``: canonical or native (option ``savepoint_format``).
     """
 
     job_name: str
@@ -53,9 +53,12 @@ class JobDeployment:
     jar_id: str | None = None
     entry_class: str | None = None
     allow_non_restored_state: bool = False
+    savepoint_format: str = "canonical"
 
     def __post_init__(self) -> None:
         src = "job deployment"
+        if self.savepoint_format not in ("canonical", "native"):
+            raise InputError(src, f"savepoint_format must be canonical or native, got {self.savepoint_format!r}")
         if not isinstance(self.job_name, str) or not self.job_name.strip():
             raise InputError(src, "job_name must be a non-empty string (the Flink job name)")
         if (self.jar_path is None) == (self.jar_id is None):

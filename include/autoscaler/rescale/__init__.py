@@ -7,7 +7,7 @@ Two mechanisms:
   a job without such flags (a SQL job), unchanged and then set vertex by vertex through the adaptive
   scheduler (Flink 2.3 ignores ``pipeline.jobvertex-parallelism-overrides``). A new job id.
 - :func:`rescale_in_place` (adaptive scheduler only): ``PUT /jobs/:id/resource-requirements``
-  plus a manual FULL checkpoint so the change applies at once. Same job id.
+  plus a manual checkpoint so the change applies at once. Same job id.
 
 Both verify what actually runs (``/jobs/:id`` vertex parallelism; the live ``/jobs/overview``
 for "all tasks RUNNING"), because Flink accepts requests it then does not honour.

@@ -219,7 +219,12 @@ def require_adaptive(client: FlinkRestClient, job_id: str, job_name: str, what: 
 
 @dataclass
 class CheckpointNudge:
-    """FULL checkpoints make the adaptive scheduler apply new requirements at once.
+    """Checkpoints make the adaptive scheduler apply new requirements at once.
+
+    Of the type the job is configured for (CONFIGURED): incremental where the job checkpoints
+    incrementally. A FULL one writes the whole state, which with large state is the very cost an
+    in-place rescale avoids, and an incremental-only backend (ForSt) declines it: the job then fails
+    over (measured: benchmarks/results/state-size.md).
 
     The scheduler rescales on a completed checkpoint only once the new slots have arrived; a
     checkpoint that completes before that is wasted and the change then waits for the
@@ -263,7 +268,7 @@ class CheckpointNudge:
                 return
             if self.triggers < self.max_triggers and now >= self.next_at:
                 self.triggers += 1
-                self.request_id = self.client.trigger_checkpoint(self.job_id, "FULL")
+                self.request_id = self.client.trigger_checkpoint(self.job_id, "CONFIGURED")
         except FlinkError as exc:
             self.problem = f"the checkpoint that applies the change could not be triggered: {exc}"
             self.request_id, self.next_at = None, now + self.interval_s

@@ -1,5 +1,5 @@
 """Rescale in place (adaptive scheduler only): ``PUT /jobs/:id/resource-requirements`` plus a
-manual FULL checkpoint so the change applies at once. Same job id; on failure the previous
+manual checkpoint so the change applies at once. Same job id; on failure the previous
 requirements are put back."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def rescale_in_place(
     ``measured``: the parallelism the decision's epoch was measured at (see :func:`.checks.changed_since_measured`).
 
     Sets the resource requirements of ALL vertices (upper bound = target for the named
-    operators, the current parallelism for the others; lower bound 1) and triggers a FULL
+    operators, the current parallelism for the others; lower bound 1) and triggers a
     checkpoint so the adaptive scheduler applies them at once instead of after its own delays.
     Succeeds when the same job id runs all tasks at the target; ``downtime_s`` counts from the
     PUT. If the target does not take effect within ``timeout_s`` (e.g. not enough slots: the

@@ -1,9 +1,9 @@
 """Rescale by stop-with-savepoint and restart (any scheduler): the entry points and the stop half.
 
-The job's jar is run from the savepoint with the new per-operator parallelism in its program
-arguments (Flink 2.3 ignores ``pipeline.jobvertex-parallelism-overrides``); the job gets a new
-job id. A failed or late savepoint leaves the job running (or restarts it unchanged from the
-late savepoint); a failed restart is rolled back from the same savepoint (:mod:`.restart`).
+The job's jar is run from the savepoint with the new per-operator parallelism in its program arguments (Flink 2.3
+ignores ``pipeline.jobvertex-parallelism-overrides``); the job gets a new job id. A failed or late savepoint leaves
+the job running (or restarts it unchanged from the late savepoint); a failed restart is rolled back from the same
+savepoint (:mod:`.restart`). The savepoint's format is the job's ``savepoint_format`` (ForSt writes only native).
 """
 
 from __future__ import annotations
@@ -241,7 +241,8 @@ class _SavepointRescale(SavepointSteps):
         self.state["stop"] = {"at": time_mark(), "request_id": None}
         self.journal.save()  # before the side effect: a crash from here on resumes with "stop unknown"
         try:
-            request_id = self.client.stop_with_savepoint(self.state["old_job_id"], self.deployment.savepoint_uri)
+            stop, at = self.client.stop_with_savepoint, self.deployment.savepoint_uri
+            request_id = stop(self.state["old_job_id"], at, format_type=self.deployment.savepoint_format)
         except FlinkError as exc:
             return self._stop_outcome_unknown(error=exc, may_retry_stop=may_retry_stop)
         self.state["stop"]["request_id"] = request_id
@@ -378,9 +379,8 @@ class _SavepointRescale(SavepointSteps):
         )
 
     def _recover_lost_job(self, why: str) -> RescaleResult:
-        """The old job is unknown to the cluster: restart it from what it left on disk (see
-        :mod:`.recovery`), the stop's savepoint (at the target) or its latest retained checkpoint
-        (unchanged), rather than leave it stopped."""
+        """The old job is unknown to the cluster: restart it from what it left on disk (see :mod:`.recovery`), the
+        stop's savepoint (at the target) or its latest retained checkpoint (unchanged), rather than leave it stopped."""
         old, stopped = self.state["old_job_id"], float(self.state["stop"]["at"]["wall"])
         location = savepoint_written(self.deployment.savepoint_uri, old, stopped)
         if location:

@@ -218,3 +218,38 @@ VALIDATIONS = Table(
 )
 
 TABLES["validations"] = VALIDATIONS
+
+STATE = Table(
+    "state",
+    _KEYS
+    + (
+        Column("operator_id", "string", False, "Flink job vertex id."),
+        Column("operator_name", "string", False, "Vertex name as Flink shows it."),
+        Column("checkpoint_id", "long", False, "The job's latest completed checkpoint at the epoch's end."),
+        Column("checkpoint_at", "timestamp", False, "When that checkpoint completed (UTC)."),
+        Column("state_bytes", "long", False, "The operator's full state size in it (Flink's state_size)."),
+        Column("checkpointed_bytes", "long", True, "What that checkpoint wrote of it (incremental: only the new files)."),
+        Column("state_backend", "string", True, "hashmap, rocksdb or forst (the job's checkpoint config), when known."),
+    ),
+    doc="One row per job, epoch and operator: the keyed and operator state size from Flink's checkpoint statistics.",
+)
+
+CAPACITY = Table(
+    "capacity",
+    _KEYS
+    + (
+        Column("event_id", "string", False, "Unique id of the event (an add is the rescale action's id + ':add')."),
+        Column("event", "string", False, "add or release."),
+        Column("provider", "string", False, "The capacity provider that acted (local, ...)."),
+        Column("taskmanagers", "string", False, "TaskManager resource ids added or released (JSON list)."),
+        Column("slots", "int", False, "Task slots they bring or take away."),
+        Column("cores", "double", False, "CPU cores they bring or take away."),
+        Column("outcome", "string", False, "succeeded or failed."),
+        Column("message", "string", False, "Why, and what happened, in words."),
+        Column("at", "timestamp", False, "UTC."),
+    ),
+    doc="One row per job, epoch and capacity event: every TaskManager added or released for the job.",
+)
+
+TABLES["state"] = STATE
+TABLES["capacity"] = CAPACITY

@@ -10,7 +10,10 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from autoscaler.capacity.inventory import Inventory
+from autoscaler.capacity.provider import CapacityError, add_for_plan, provider_for
 from autoscaler.config.options import IN_PLACE, SAVEPOINT_RESTART, SAVEPOINT_TIMEOUT, START_TIMEOUT
+from autoscaler.config.sections import CapacitySettings
 from autoscaler.flink.deployment import JobDeployment
 from autoscaler.rescale import job_lease
 from autoscaler.rescale.in_place import rescale_in_place
@@ -42,7 +45,7 @@ class FlinkRescaleOperator(BaseOperator):
 
     :param deployment: how to (re)start the job (jar, arguments, operator -> argument mapping).
     :param target: operator name -> parallelism (templated; e.g. pulled from the decide task).
-    :param mechanism: ``savepoint-restart`` or ``in-place``.
+    :param mechanism: ``savepoint-restart`` or ``in-place`` (templated: the decide task's choice for ``mechanism: auto``).
     :param journal_dir: folder of the action journals (templated).
     :param flink_conn_id: Airflow connection of type ``flink``.
     :param savepoint_timeout_s: deadline for the savepoint; past it the job keeps running.
@@ -52,10 +55,13 @@ class FlinkRescaleOperator(BaseOperator):
     :param lease_store: the deployment's store (templated): with a lease database (``DS2_LEASE_DSN``, from
         ``lease_conn_id``) the rescale first takes the Flink job's lease there, which every deployment given the
         same database sees (:mod:`autoscaler.rescale.job_lease`); a lease held by another is not acted on.
+    :param capacity_request: ``{"job", "epoch", "add_taskmanagers"}``: TaskManagers the capacity provider adds before
+        the rescale (templated: the decide task's XCom ``capacity``).
+    :param capacity: the job's capacity settings (its provider); the adds are recorded in ``lease_store``'s CAPACITY table.
     :return: the action record (:meth:`RescaleResult.to_dict`).
     """
 
-    template_fields: Sequence[str] = ("target", "journal_dir", "measured", "lease_store")
+    template_fields: Sequence[str] = ("target", "journal_dir", "measured", "lease_store", "mechanism", "capacity_request")
 
     def __init__(
         self,
@@ -69,11 +75,13 @@ class FlinkRescaleOperator(BaseOperator):
         start_timeout_s: float = START_TIMEOUT.default.total_seconds(),
         measured: Mapping[str, int] | str | None = None,
         lease_store: str | None = None,
+        capacity_request: Mapping[str, Any] | str | None = None,
+        capacity: CapacitySettings | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if mechanism not in (SAVEPOINT_RESTART, IN_PLACE):
-            raise ValueError(f"mechanism must be {SAVEPOINT_RESTART!r} or {IN_PLACE!r}, got {mechanism!r}")
+        if mechanism not in (SAVEPOINT_RESTART, IN_PLACE) and "{{" not in mechanism:
+            raise ValueError(f"mechanism must be {SAVEPOINT_RESTART!r} or {IN_PLACE!r} (or a template), got {mechanism!r}")
         self.deployment = deployment
         self.target = target
         self.mechanism = mechanism
@@ -83,6 +91,8 @@ class FlinkRescaleOperator(BaseOperator):
         self.start_timeout_s = start_timeout_s
         self.measured = measured
         self.lease_store = lease_store
+        self.capacity_request = capacity_request
+        self.capacity = capacity or CapacitySettings()
 
     @staticmethod
     def _parallelism(value: Mapping[str, int] | str | None) -> dict[str, int]:
@@ -125,13 +135,42 @@ class FlinkRescaleOperator(BaseOperator):
             self.log.error("could not settle an unfinished earlier action: %s", problem)
         return problems
 
+    def _resolved_mechanism(self) -> str:
+        mechanism = str(self.mechanism).strip()
+        if mechanism not in (SAVEPOINT_RESTART, IN_PLACE):
+            raise ValueError(f"the rescale's mechanism must be {SAVEPOINT_RESTART!r} or {IN_PLACE!r}, got {mechanism!r}")
+        return mechanism
+
+    def _add_capacity(self, client: Any, action_id: str) -> str | None:
+        """Add the TaskManagers the plan asks for; returns why the rescale cannot go on (None: it can)."""
+        request = self.capacity_request
+        if isinstance(request, str):  # a template rendered to text: the decide task's XCom
+            request = json.loads(request) if request.strip() not in ("", "None", "null") else None
+        count = int((request or {}).get("add_taskmanagers") or 0)
+        if count <= 0:
+            return None
+        provider = provider_for(self.capacity, client.base_url)
+        if provider is None or not self.lease_store:
+            return f"not acted: the plan needs {count} more TaskManager(s) and the job has no capacity provider"
+        try:
+            done = add_for_plan(provider, lambda: Inventory.from_rest(client.get("/taskmanagers")), self.lease_store,
+                                str(request["job"]), int(request["epoch"]), count, action_id)  # fmt: skip
+        except CapacityError as exc:
+            return f"not acted: the capacity provider could not add {count} TaskManager(s): {exc}"
+        self.log.info("capacity: %s", done)
+        return None
+
     def execute(self, context: Any) -> dict[str, Any] | None:
         client = FlinkHook(self.flink_conn_id).get_client()
         self.settle_stale_actions(client)
         action_id = action_id_for(context, self.task_id)
+        self.mechanism = self._resolved_mechanism()
         lease = self._job_lease(context)
         if lease is not None and (holder := job_lease.take(lease)):
             return self._report(RescaleResult.not_acted(action_id, self.mechanism, f"not acted: {holder}"))
+        refused = self._add_capacity(client, action_id)
+        if refused is not None:
+            return self._report(RescaleResult.not_acted(action_id, self.mechanism, refused), lease)
         measured = self._parallelism(self.measured)
         if self.mechanism == IN_PLACE:
             result = rescale_in_place(client, self.deployment.job_name, self._target(), action_id, self.journal_dir,

@@ -20,6 +20,8 @@ final class JobArgs {
         opt("sink-parallelism", "1", "Sink subtasks");
         opt("max-parallelism", "128", "max parallelism (key groups) of the job");
         opt("keys", "10000", "distinct keys (>= 1,000 avoids key skew at parallelism 8)");
+        opt("state-bytes-per-key", "0", "bytes of keyed state each key holds besides its count, written when it is first seen "
+                + "(the state grows to distinct keys x bytes: a large-state job; 0: the count only)");
         opt("skew", "0", "fraction of all keys drawn that is the one hot key k0 (0: none; 0.3 caps Count's speed-up at 1/0.3)");
         opt("partitions", null, "read from this many partitions that owe their share of the schedule "
                 + "(a Kafka-like source reporting pendingRecords; default: the rate-limited generator)");

@@ -94,7 +94,7 @@ public final class TestJob {
 
         DataStream<Tuple2<Integer, Long>> counts =
                 words.keyBy(new ByKey())
-                        .process(new CountFunction(countCost))
+                        .process(new CountFunction(countCost, args.getInt("state-bytes-per-key", 0)))
                         .uid("Count")
                         .name("Count")
                         .setParallelism(countP);
