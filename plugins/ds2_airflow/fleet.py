@@ -28,15 +28,17 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, BaseHook, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from autoscaler.capacity.inventory import ClusterView
 from autoscaler.collect.prometheus import PrometheusReader
 from autoscaler.config.jobs import JobConfig
+from autoscaler.config.sections import CapacitySettings
 from autoscaler.decide.rules import RESCALE
 from autoscaler.fleet import interval
 from autoscaler.flink.client import FlinkConnection, FlinkRestClient
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.hooks.prometheus import PrometheusHook
 from ds2_airflow.runtime import FLEET_RUN, docs_dir, docs_link, interval_end, safe_run_id, store_root
-from ds2_airflow.scaling import free_slots, metrics_and_alerts
+from ds2_airflow.scaling import cluster_of, metrics_and_alerts
 from ds2_airflow.timetable import LateRunsTimetable
 
 log = logging.getLogger(__name__)
@@ -115,18 +117,20 @@ def decide_jobs_task(members: list[JobConfig], context: Any) -> list[dict[str, A
         finally:
             spark.stop()
     timings["policy"] = time.monotonic() - started - sum(timings.values())
-    slots: dict[str, int | None] = {}
+    clusters: dict[tuple[str, CapacitySettings], ClusterView | None] = {}
 
-    def cluster_slots(job: JobConfig) -> int | None:
-        if job.flink_conn_id not in slots:
-            slots[job.flink_conn_id] = free_slots(job)
-        return slots[job.flink_conn_id]
+    def cluster(job: JobConfig) -> ClusterView | None:
+        """Read once per cluster (and per capacity setting: the limits are the job's)."""
+        key = (job.flink_conn_id, job.capacity)
+        if key not in clusters:
+            clusters[key] = cluster_of(job)
+        return clusters[key]
 
     def note(item: interval.JobEpoch) -> str | None:
         docs = item.validation.get("docs") or []
         return (item.validation.get("summary", "") + (f" — [Data Docs]({docs_link(docs[0])})" if docs else "")) or None
 
-    interval.decide_all(due, root, cluster_slots, note)
+    interval.decide_all(due, root, cluster, note)
     timings["decide"] = time.monotonic() - started - sum(timings.values())
     to_act: list[dict[str, Any]] = []
     for item in due:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -63,14 +64,6 @@ def validate_epoch_task(job: JobConfig, context: Any) -> dict[str, Any]:
     return {"decidable": result.decidable, "summary": result.summary(), "docs": list(result.docs_pages)}
 
 
-def free_slots(job: JobConfig) -> int | None:
-    try:
-        return int(FlinkHook(job.flink_conn_id).get_client().overview()["slots-available"])
-    except Exception as exc:  # the capacity check is skipped, never the decision: say so
-        log.warning("capacity check skipped: cannot read the cluster's free slots (%s)", exc)
-        return None
-
-
 def cluster_of(job: JobConfig) -> ClusterView | None:
     """What the job's cluster offers (TaskManagers, cores, scheduler); None skips the capacity check, never the decision."""
     try:
@@ -89,8 +82,11 @@ def release_idle_capacity(job: JobConfig, epoch: int) -> None:
         provider = provider_for(job.capacity, client.base_url)
         if provider is None:
             return
+        # Only a rescale that ended within release_after matters: the epochs that span it, and the late ones.
+        back = math.ceil(job.capacity.release_after.total_seconds() / job.interval_s) + job.max_late_epochs + 2
+        ended = last_rescale_end(store_root(), job.name, range(max(0, epoch - back), epoch + 1))
         done = release_idle(provider, Inventory.from_rest(client.get("/taskmanagers")), store_root(), job.name, epoch,
-                            last_rescale_end(store_root(), job.name), job.capacity.release_after, datetime.now(UTC))  # fmt: skip
+                            ended, job.capacity.release_after, datetime.now(UTC))  # fmt: skip
     except Exception as exc:  # the epoch's audit row is committed: a release tried again next epoch costs nothing
         log.warning("capacity: idle TaskManagers not released this epoch: %s", exc)
         return

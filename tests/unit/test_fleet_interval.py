@@ -3,6 +3,7 @@ from Prometheus is read from it, as on the per-job path."""
 
 from __future__ import annotations
 
+from autoscaler.capacity.inventory import ClusterView, Inventory, TaskManager
 from autoscaler.config.jobs import parse_jobs
 from autoscaler.decide import history
 from autoscaler.decide.rules import NOOP, RESCALE
@@ -27,14 +28,30 @@ def _history(store_root, job, epoch, enough):
 def _decide(monkeypatch, clusters, free):
     monkeypatch.setattr(history, "epoch_history", _history)
     due = [interval.JobEpoch(job, 10, validation={"decidable": True}) for job in _jobs(clusters)]
-    interval.decide_all(due, "/nonexistent", lambda job: free[job.flink_conn_id])
+    def cluster(job):
+        slots = free[job.flink_conn_id]
+        return None if slots is None else ClusterView(Inventory.slots_only(slots), slots_only=True)
+
+    interval.decide_all(due, "/nonexistent", cluster)
     return [item.plan for item in due]
 
 
 def test_two_jobs_on_one_cluster_are_never_planned_into_the_same_free_slots(monkeypatch):
     first, second = _decide(monkeypatch, ["flink_a", "flink_a"], {"flink_a": 3})
     assert first.action == RESCALE and first.target == {"Count": 5} and first.slots_taken == 3
-    assert second.action == NOOP and second.summary.startswith("blocked: 5 task slots needed, 2 available (0 free")
+    assert second.action == NOOP
+    assert second.summary.startswith("blocked: 5 task slots needed, 2 available (3 free - 3 planned for other jobs + 2 held")
+
+
+def test_the_slots_planned_for_one_job_count_against_the_next_ones_cores(monkeypatch):
+    monkeypatch.setattr(history, "epoch_history", _history)
+    due = [interval.JobEpoch(job, 10, validation={"decidable": True}) for job in _jobs(["flink_a", "flink_a"])]
+    # Two TaskManagers of 4 slots and 2 cores; each job holds 2 slots (one per TaskManager), 4 are free.
+    view = ClusterView(Inventory((TaskManager("a", 4, 2, 2.0), TaskManager("b", 4, 2, 2.0))))
+    interval.decide_all(due, "/nonexistent", lambda job: view)
+    first, second = (item.plan for item in due)
+    # The cores allow 4 busy slots in all, 2 of them the other job's: the first is cut to 2 (no change), blocked.
+    assert first.action == NOOP and "2 busy slots within the TaskManagers' cores" in first.summary
 
 
 def test_jobs_on_other_clusters_and_plans_that_take_nothing_leave_the_slots(monkeypatch):

@@ -96,3 +96,25 @@ def test_the_fleet_page_sorts_by_any_column_and_counts_alerts(tmp_path):
     assert re.findall(r'data-job="(\w+)"', by_name) == ["k", "j"]
     with pytest.raises(ValueError, match="cannot sort by 'nope'"):
         pages.fleet_page(rows, hrefs={}, alerts={}, sort="nope", descending=True, links=LINKS, now=now)
+
+
+def test_the_job_page_lists_the_capacity_events_and_each_epochs_state_size(tmp_path):
+    import pyarrow as pa
+
+    from autoscaler.capacity.provider import record_event
+    from autoscaler.store.parquet import write_epochs
+    from autoscaler.store.schemas import STATE
+
+    root = store(tmp_path)
+    state = {"job": "j", "epoch": E0 + 1, "operator_id": "c", "operator_name": "COUNT", "checkpoint_id": 7, "checkpoint_at": T0,
+             "state_bytes": 3 * 2**29, "checkpointed_bytes": 2**20, "state_backend": "rocksdb"}  # fmt: skip
+    write_epochs(root, STATE, "j", pa.Table.from_pylist([state], schema=STATE.arrow_schema()).drop_columns(["epoch_block"]))
+    event = {"event_id": "a:add", "event": "add", "provider": "local", "taskmanagers": '["ds2-j-1-1"]', "slots": 2,
+             "cores": 2.0, "outcome": "succeeded", "message": "added ds2-j-1-1 for <the> rescale", "at": T0}  # fmt: skip
+    record_event(root, "j", E0 + 1, event)
+    record_event(root, "j", E0 + 1, event)  # the same event again (a retried task): one row
+    recent = job_view(root, "j", INTERVAL, E0, E0 + 4)
+    assert recent[1].state_bytes == 3 * 2**29 and recent[0].state_bytes is None and len(recent[1].capacity_events) == 1
+    html = pages.job_page(job_series(root, "j", INTERVAL, E0, E0 + 4), title="j", subtitle="", links=LINKS, hours=6, recent=recent)
+    assert '<table id="capacity">' in html and "add (local)" in html and "added ds2-j-1-1 for &lt;the&gt; rescale" in html
+    assert "1.50 GiB" in html

@@ -83,6 +83,7 @@ class ClusterView:
     provider: str | None = None  # the provider that adds TaskManagers (None: the cluster is fixed)
     adaptive: bool = False  # the adaptive scheduler runs: a rescale in place is offered
     slots_only: bool = False  # from the free-slot count alone: the check counts slots, not cores
+    reserved: int = 0  # free slots already planned for other jobs' rescales in this interval (the fleet's decide)
 
 
 @dataclass(frozen=True)
@@ -100,20 +101,24 @@ def usable_slots(view: ClusterView, held: int) -> tuple[int, str]:
     less the slots other jobs keep busy.
     """
     inv = view.inventory
-    by_slots = inv.free_slots + held
+    by_slots = max(0, inv.free_slots - view.reserved) + held
     if view.slots_only:
-        return by_slots, f"{by_slots} available ({inv.free_slots} free + {held} held by the job)"
+        return by_slots, f"{by_slots} available ({_free(inv, view.reserved)} + {held} held by the job)"
     cores = view.limits.cores_per_taskmanager
-    others = max(0, inv.slots - inv.free_slots - held)
+    others = max(0, inv.slots - inv.free_slots - held) + view.reserved
     by_cores = sum(t.usable(cores) for t in inv.taskmanagers) - others
     if by_cores < by_slots:
         shape = ", ".join(f"{t.id}: {t.slots} slots, {cores or t.cores:g} cores" for t in inv.taskmanagers)
         return max(by_cores, 0), (
             f"{max(by_cores, 0)} busy slots within the TaskManagers' cores ({shape}"
-            + (f"; {others} busy with other jobs" if others else "")
+            + (f"; {others} {'busy with' if not view.reserved else 'busy with or planned for'} other jobs" if others else "")
             + "): more busy slots on a TaskManager than its cores would not give the capacity the plan counts on"
         )
-    return by_slots, f"{by_slots} available ({inv.free_slots} free + {held} held by the job)"
+    return by_slots, f"{by_slots} available ({_free(inv, view.reserved)} + {held} held by the job)"
+
+
+def _free(inv: Inventory, reserved: int) -> str:
+    return f"{inv.free_slots} free" if not reserved else f"{inv.free_slots} free - {reserved} planned for other jobs"
 
 
 def fit(view: ClusterView, needed: int, held: int) -> CapacityFit:

@@ -196,13 +196,14 @@ def cluster_view(client: object, settings: CapacitySettings) -> ClusterView:
                        adaptive=config.get("jobmanager.scheduler", "").lower() == "adaptive")  # fmt: skip
 
 
-def last_rescale_end(store_root: str | Path, job: str) -> datetime | None:
-    """When the job's newest rescale (any outcome that restarted it) ended, from its ACTIONS rows."""
+def last_rescale_end(store_root: str | Path, job: str, epochs: range | None = None) -> datetime | None:
+    """When the job's newest rescale (any outcome that restarted it) ended, from its ACTIONS rows of ``epochs``
+    (None: all; a caller that only asks whether one ended within a span reads that span's epochs)."""
     import pyarrow.compute as pc
 
     from autoscaler.store.schemas import ACTIONS, RESTARTED
 
-    rows = read_epochs(store_root, ACTIONS, job, columns=["outcome", "finished_at"])
+    rows = read_epochs(store_root, ACTIONS, job, epochs, columns=["outcome", "finished_at"])
     rows = rows.filter(pc.and_(pc.is_in(rows.column("outcome"), pa.array(RESTARTED)), pc.is_valid(rows.column("finished_at"))))
     if not rows.num_rows:
         return None

@@ -232,7 +232,7 @@ def policy_all(spark: Any, epochs: Iterable[JobEpoch], store_root: str | Path, r
 def decide_all(
     epochs: Iterable[JobEpoch],
     store_root: str | Path,
-    free_slots: Callable[[JobConfig], int | None],
+    cluster_of: Callable[[JobConfig], ClusterView | None],
     validation_note: Callable[[JobEpoch], str | None] = lambda e: None,
 ) -> None:
     """The decide rules for every job that got this far (the capacity check reads each job's cluster).
@@ -247,10 +247,11 @@ def decide_all(
             continue
         cluster = item.job.flink_conn_id
         try:
-            free = free_slots(item.job)
-            if free is not None:
-                free = max(0, free - taken.get(cluster, 0))
-            item.plan = plan_epoch(item.job, item.epoch, store_root, item.validation, free, validation_note(item))
+            view = cluster_of(item.job)
+            if view is not None:
+                view = dataclasses.replace(view, reserved=taken.get(cluster, 0))
+            item.plan = plan_epoch(item.job, item.epoch, store_root, item.validation, None, validation_note(item),
+                                   cluster=view)  # fmt: skip
         except Exception as exc:
             item.fail("decide", exc)
             continue

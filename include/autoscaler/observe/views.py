@@ -28,7 +28,18 @@ from typing import Any
 
 from autoscaler.observe import alert_log
 from autoscaler.store.parquet import epoch_span, read_epochs
-from autoscaler.store.schemas import ACTIONS, DECISIONS, FAILED, METRICS, RECOMMENDED, ROLLED_BACK, SUCCEEDED, VALIDATIONS
+from autoscaler.store.schemas import (
+    ACTIONS,
+    CAPACITY,
+    DECISIONS,
+    FAILED,
+    METRICS,
+    RECOMMENDED,
+    ROLLED_BACK,
+    STATE,
+    SUCCEEDED,
+    VALIDATIONS,
+)
 
 # An epoch's state, for shading: what became of it (a rescale's outcome is in ``outcome``).
 LOST, QUARANTINED, WARMUP, RECOMMENDATION, DECIDED, MEASURED = (
@@ -65,6 +76,8 @@ class EpochView:
     docs_page: str | None = None  # its GX Data Docs page
     run_id: str | None = None  # the run that decided it
     decided_at: datetime | None = None
+    state_bytes: int | None = None  # the job's state in its latest checkpoint at the epoch's end (table STATE)
+    capacity_events: tuple[dict[str, Any], ...] = ()  # TaskManagers added or released at this epoch (table CAPACITY)
 
 
 def _by_epoch(rows: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -87,6 +100,10 @@ def job_view(store_root: str | Path, job: str, interval_s: float, first: int, la
     metrics = _by_epoch(read_epochs(store_root, METRICS, job, epochs).to_pylist())
     decisions = _by_epoch(read_epochs(store_root, DECISIONS, job, epochs).to_pylist())
     actions = {a["epoch"]: a for a in read_epochs(store_root, ACTIONS, job, epochs).to_pylist()}
+    state: dict[int, int] = {}
+    for row in read_epochs(store_root, STATE, job, epochs, columns=["state_bytes"]).to_pylist():
+        state[row["epoch"]] = state.get(row["epoch"], 0) + int(row["state_bytes"])
+    capacity = _by_epoch(read_epochs(store_root, CAPACITY, job, epochs).to_pylist())
     validations: dict[int, dict[str, Any]] = {}
     for v in sorted(read_epochs(store_root, VALIDATIONS, job, epochs).to_pylist(), key=lambda v: v["validated_at"]):
         validations[v["epoch"]] = v  # the latest validation of each epoch
@@ -127,6 +144,8 @@ def job_view(store_root: str | Path, job: str, interval_s: float, first: int, la
                 docs_page=valid["docs_page"] if valid else None,
                 run_id=decided[0]["run_id"] if decided else (valid["run_id"] if valid else None),
                 decided_at=max((d["decided_at"] for d in decided), default=None),
+                state_bytes=state.get(epoch),
+                capacity_events=tuple(capacity.get(epoch, [])),
             )
         )
     return out
