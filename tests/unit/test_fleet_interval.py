@@ -28,6 +28,7 @@ def _history(store_root, job, epoch, enough):
 def _decide(monkeypatch, clusters, free):
     monkeypatch.setattr(history, "epoch_history", _history)
     due = [interval.JobEpoch(job, 10, validation={"decidable": True}) for job in _jobs(clusters)]
+
     def cluster(job):
         slots = free[job.flink_conn_id]
         return None if slots is None else ClusterView(Inventory.slots_only(slots), slots_only=True)
@@ -52,6 +53,7 @@ def test_the_slots_planned_for_one_job_count_against_the_next_ones_cores(monkeyp
     first, second = (item.plan for item in due)
     # The cores allow 4 busy slots in all, 2 of them the other job's: the first is cut to 2 (no change), blocked.
     assert first.action == NOOP and "2 busy slots within the TaskManagers' cores" in first.summary
+    assert second.action == NOOP and "2 busy with other jobs" in second.summary  # nothing was planned for the first
 
 
 def test_jobs_on_other_clusters_and_plans_that_take_nothing_leave_the_slots(monkeypatch):

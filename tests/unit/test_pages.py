@@ -115,6 +115,7 @@ def test_the_job_page_lists_the_capacity_events_and_each_epochs_state_size(tmp_p
     record_event(root, "j", E0 + 1, event)  # the same event again (a retried task): one row
     recent = job_view(root, "j", INTERVAL, E0, E0 + 4)
     assert recent[1].state_bytes == 3 * 2**29 and recent[0].state_bytes is None and len(recent[1].capacity_events) == 1
-    html = pages.job_page(job_series(root, "j", INTERVAL, E0, E0 + 4), title="j", subtitle="", links=LINKS, hours=6, recent=recent)
+    series = job_series(root, "j", INTERVAL, E0, E0 + 4)
+    html = pages.job_page(series, title="j", subtitle="", links=LINKS, hours=6, recent=recent)
     assert '<table id="capacity">' in html and "add (local)" in html and "added ds2-j-1-1 for &lt;the&gt; rescale" in html
     assert "1.50 GiB" in html
