@@ -177,7 +177,7 @@ ACTIONS = Table(
     _KEYS
     + (
         Column("action_id", "string", False, "Unique id of the rescale attempt."),
-        Column("mechanism", "string", False, "savepoint-restart or in-place."),
+        Column("mechanism", "string", False, "savepoint-restart or in-place (auto: none was chosen; nothing was rescaled)."),
         Column("approved_by", "string", True, "Who approved it (null when no approval was required)."),
         Column("old_flink_job_id", "string", True, "Flink job id before the action."),
         Column("new_flink_job_id", "string", True, "Flink job id after the action."),
