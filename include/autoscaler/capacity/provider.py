@@ -18,7 +18,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
@@ -133,8 +133,8 @@ def _event(event_id: str, kind: str, provider: str, tms: Sequence[str], inv: Inv
             "cores": float(cores), "outcome": outcome, "message": message, "at": datetime.now(UTC)}  # fmt: skip
 
 
-def add_for_plan(provider: CapacityProvider, read_inventory: object, store_root: str | Path, job: str, epoch: int,
-                 count: int, action_id: str) -> str:  # fmt: skip
+def add_for_plan(provider: CapacityProvider, read_inventory: Callable[[], Inventory], store_root: str | Path, job: str,
+                 epoch: int, count: int, action_id: str) -> str:  # fmt: skip
     """Add ``count`` TaskManagers before a rescale, recorded; returns what happened in words. Raises CapacityError."""
     tm_ids = new_ids(job, epoch, count)
     try:
@@ -143,7 +143,7 @@ def add_for_plan(provider: CapacityProvider, read_inventory: object, store_root:
         record_event(store_root, job, epoch, _event(f"{action_id}:add", ADD, provider.name, tm_ids, Inventory(()), "failed",
                                                     f"could not add {', '.join(tm_ids)}: {exc}"))  # fmt: skip
         raise
-    inventory: Inventory = read_inventory()  # type: ignore[operator]
+    inventory = read_inventory()
     message = f"added {', '.join(tm_ids)} for the rescale of epoch {epoch} ({inventory.slots} slots in the cluster now)"
     record_event(store_root, job, epoch, _event(f"{action_id}:add", ADD, provider.name, tm_ids, inventory, "succeeded", message))
     return message
