@@ -20,8 +20,9 @@
 #   scripts/flink.sh add-taskmanager ID       start one more TaskManager whose resource id is ID (the
 #                                             capacity provider's scale-out; [A-Za-z0-9_-], at most 64) and
 #                                             wait until the REST API lists it
-#   scripts/flink.sh release-taskmanager ID   stop TaskManager ID (any this instance started: up names its own
-#                                             tm-1, tm-2, ...) and wait until the REST API no longer lists it
+#   scripts/flink.sh release-taskmanager ID   stop TaskManager ID (any this instance started: up and start-missing
+#                                             name their own tm-1, tm-2, ..., never reused) and wait until the
+#                                             REST API no longer lists it
 #   scripts/flink.sh taskmanagers             the TaskManagers this instance runs, "ID PID" per line, after a
 #                                             first line "baseline N": how many 'up' started (FLINK_TASKMANAGERS)
 #   scripts/flink.sh status                   exit 0 running, 3 stopped, 1 not answering
@@ -484,9 +485,10 @@ cmd_up() {
   start_jobmanagers >/dev/null
   rm -rf "$TM_DIR"
   echo "$TASKMANAGERS" >"$CONF_DIR/taskmanagers-baseline"
+  echo 1 >"$CONF_DIR/taskmanagers-next"
   local i
   for ((i = 1; i <= TASKMANAGERS; i++)); do
-    start_taskmanager "tm-$i" >/dev/null
+    start_taskmanager "$(next_tm_id)" >/dev/null
   done
   wait_ready
   local ha=""
@@ -540,11 +542,10 @@ cmd_start_missing() {
   local jobmanagers
   jobmanagers=$(start_jobmanagers)
   [ "$jobmanagers" -eq 0 ] || started+=("$jobmanagers jobmanager(s)")
-  local have_tms i=1
+  local have_tms
   have_tms=$(our_daemons | grep -c ' taskexecutor$' || true)
   while [ "$have_tms" -lt "$TASKMANAGERS" ]; do
-    while tm_running "tm-$i"; do i=$((i + 1)); done
-    start_taskmanager "tm-$i" >/dev/null
+    start_taskmanager "$(next_tm_id)" >/dev/null
     started+=(taskmanager)
     have_tms=$((have_tms + 1))
   done
@@ -585,6 +586,16 @@ tm_running() {
   pid=$(cat "$TM_DIR/$1")
   daemons=$(our_daemons) # not piped into grep -q: with pipefail its early exit would fail the pipe
   is_uint "$pid" && grep -qx "$pid taskexecutor" <<<"$daemons"
+}
+
+# The next id of a TaskManager this instance starts itself (tm-1, tm-2, ...). Never one used before: a TaskManager
+# started again after one died gets a new id, as Flink's resource manager may still hold the dead one's registration.
+next_tm_id() {
+  local n
+  n=$(cat "$CONF_DIR/taskmanagers-next" 2>/dev/null || echo 1)
+  is_uint "$n" || n=1
+  echo $((n + 1)) >"$CONF_DIR/taskmanagers-next"
+  echo "tm-$n"
 }
 
 # Starts TaskManager $1 (its resource id) and records its pid in TM_DIR; prints the pid.

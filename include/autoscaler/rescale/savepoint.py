@@ -312,20 +312,16 @@ class _SavepointRescale(SavepointSteps):
         old = self.state["old_job_id"]
         end = time.monotonic() + self.start_timeout_s
         summary = job_summary(self.client, old)
-        while summary is not None and summary.state != "RUNNING" and summary.state in ACTIVE_STATES and time.monotonic() < end:
-            time.sleep(self.poll_s)  # e.g. RESTARTING after a failed synchronous savepoint
+        # e.g. RESTARTING after a failed synchronous savepoint, or RUNNING with its tasks rescheduled after a lost TaskManager
+        while summary is not None and not summary.all_running and summary.state in ACTIVE_STATES and time.monotonic() < end:
+            time.sleep(self.poll_s)
             summary = job_summary(self.client, old)
         if summary is None:
             return self._recover_lost_job(f" (its savepoint failed: {cause})")
-        state = summary.state
-        if state == "RUNNING":
-            message = f"the savepoint of {self.deployment.job_name} failed: {cause}. The job keeps running unchanged (job {old})."
-        else:
-            message = (
-                f"the savepoint of {self.deployment.job_name} failed: {cause}. The job {old} is now {state} and was NOT "
-                f"restarted (there is no savepoint of it): restart it from its latest retained checkpoint."
-            )
-        return self._finish(FAILED, message, new_job_id=old if state == "RUNNING" else None)
+        if summary.state != "RUNNING":  # stopped all the same (a TaskManager lost while stopping): never left so
+            return self._recover_lost_job(f" (it is {summary.state}: its savepoint failed: {cause})")
+        message = f"the savepoint of {self.deployment.job_name} failed: {cause}. The job keeps running unchanged (job {old})."
+        return self._finish(FAILED, message, new_job_id=old)
 
     def _stop_outcome_unknown(self, error: FlinkError | None, may_retry_stop: bool) -> RescaleResult:
         """The stop request failed or its answer was lost: what happened to the old job decides."""
