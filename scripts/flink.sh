@@ -17,9 +17,12 @@
 #   scripts/flink.sh down                     stop the daemons this project started
 #   scripts/flink.sh start-missing            start again the daemons of this instance that died
 #                                             (the fault tests kill one), with the same config
-#   scripts/flink.sh add-taskmanager ID       start one more TaskManager whose resource id is ID (the
+#   scripts/flink.sh add-taskmanager ID [--memory MB] [--managed-fraction F]
+#                                             start one more TaskManager whose resource id is ID (the
 #                                             capacity provider's scale-out; [A-Za-z0-9_-], at most 64) and
-#                                             wait until the REST API lists it
+#                                             wait until the REST API lists it; --memory and --managed-fraction
+#                                             set its taskmanager.memory.process.size and .managed.fraction
+#                                             (a configuration change applied on new TaskManagers)
 #   scripts/flink.sh release-taskmanager ID   stop TaskManager ID (any this instance started: up and start-missing
 #                                             name their own tm-1, tm-2, ..., never reused) and wait until the
 #                                             REST API no longer lists it
@@ -38,7 +41,8 @@
 # process reaches, as a shared volume would be), FLINK_DATA_DIR (data/flink: one cluster instance; tests use their own),
 # with --ha: FLINK_ZOOKEEPER_QUORUM (host:port,...), FLINK_STANDBY_REST_PORT (FLINK_REST_PORT + 1);
 # FLINK_STATE_BACKEND (hashmap, the default; rocksdb; forst: conf/flink/state-rocksdb.yaml, state-forst.yaml), FLINK_TM_CORES (the CPU
-# cores a TaskManager declares, taskmanager.cpu.cores; default: Flink's, its number of slots).
+# cores a TaskManager declares, taskmanager.cpu.cores; default: Flink's, its number of slots), FLINK_TM_MEMORY
+# (MB, taskmanager.memory.process.size; default 2048) and FLINK_TM_MANAGED_FRACTION (taskmanager.memory.managed.fraction).
 # An instance keeps everything in FLINK_DATA_DIR: its config (conf/), logs (log/), uploaded jars,
 # savepoints, checkpoints, pid files and the daemons' temp folder. The distribution is shared.
 set -euo pipefail
@@ -69,6 +73,8 @@ STANDBY_REST_PORT=${FLINK_STANDBY_REST_PORT:-$((REST_PORT + 1))}
 ZOOKEEPER_QUORUM=${FLINK_ZOOKEEPER_QUORUM:-}
 STATE_BACKEND=${FLINK_STATE_BACKEND:-hashmap}
 TM_CORES=${FLINK_TM_CORES:-}
+TM_MEMORY=${FLINK_TM_MEMORY:-}
+TM_MANAGED_FRACTION=${FLINK_TM_MANAGED_FRACTION:-}
 TM_DIR=$PID_DIR/taskmanagers # one file per TaskManager this instance started: its resource id, holding its pid
 
 configured_ssl() {
@@ -326,6 +332,14 @@ cmd_configure() {
       "$TM_CORES" >"$DATA_DIR/cores.yaml"
     fragments+=("$DATA_DIR/cores.yaml")
   fi
+  local memory=()
+  memory_settings "$TM_MEMORY" "$TM_MANAGED_FRACTION" >/dev/null # dies here on a bad value
+  mapfile -t memory < <(memory_settings "$TM_MEMORY" "$TM_MANAGED_FRACTION")
+  if [ ${#memory[@]} -gt 0 ]; then
+    { printf '\n# FLINK_TM_MEMORY, FLINK_TM_MANAGED_FRACTION: every TaskManager'"'"'s memory.\n'
+      printf '%s\n' "${memory[@]}" | sed 's/=/: /'; } >"$DATA_DIR/memory.yaml"
+    fragments+=("$DATA_DIR/memory.yaml")
+  fi
   [ "$ha" = 1 ] && fragments+=("$TEMPLATE_DIR/ha.yaml")
   [ "$adaptive" = 1 ] && fragments+=("$TEMPLATE_DIR/adaptive.yaml")
   if [ "$prometheus" = 1 ]; then
@@ -383,7 +397,11 @@ for key, value in values.items():
 
 config = open(template, encoding="utf-8").read()
 for frag in fragments:
-    config += open(frag, encoding="utf-8").read()
+    text = open(frag, encoding="utf-8").read()
+    # A fragment's key replaces the template's (Flink's YAML parser refuses a key given twice).
+    for key in re.findall(r"^([A-Za-z0-9_.-]+):", text, re.M):
+        config = re.sub(rf"^{re.escape(key)}:.*\n", "", config, flags=re.M)
+    config += text
 unknown = set(re.findall(r"@([A-Z_]+)@", config)) - set(values)
 if unknown:
     sys.exit(f"flink.sh: error: {template}: unknown placeholder(s) {sorted(unknown)}")
@@ -560,6 +578,19 @@ check_tm_id() {
   [[ ${1:-} =~ ^[A-Za-z0-9_-]{1,64}$ ]] || die "a TaskManager id is 1-64 of [A-Za-z0-9_-], got '${1:-}'"
 }
 
+# Prints "key=value" per memory setting given (MB of process memory $1, managed fraction $2; either may be empty).
+# Both matched in full: they are written into a config file or passed as -D.
+memory_settings() {
+  if [ -n "${1:-}" ]; then
+    is_uint "$1" && [ "$1" -ge 512 ] || die "a TaskManager's memory is a whole number of MB >= 512, got '$1'"
+    echo "taskmanager.memory.process.size=${1}m"
+  fi
+  if [ -n "${2:-}" ]; then
+    [[ $2 =~ ^0?\.[0-9]{1,4}$ ]] || die "a managed-memory fraction is a number in (0, 1) like 0.4, got '$2'"
+    echo "taskmanager.memory.managed.fraction=$2"
+  fi
+}
+
 # Whether the REST API lists TaskManager $1 (exit 0) or not (1); 2 when it does not answer.
 tm_listed() {
   local body
@@ -598,22 +629,38 @@ next_tm_id() {
   echo "tm-$n"
 }
 
-# Starts TaskManager $1 (its resource id) and records its pid in TM_DIR; prints the pid.
+# Starts TaskManager $1 (its resource id), with the -D settings $2... if any, and records its pid in TM_DIR; prints the pid.
 start_taskmanager() {
-  local before after pid
+  local before after pid id=$1 dynamic=()
+  shift
+  local setting
+  for setting in "$@"; do dynamic+=(-D "$setting"); done
   mkdir -p "$TM_DIR"
   before=$(our_daemons | awk '$2 == "taskexecutor" {print $1}' | sort)
-  "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start -D "taskmanager.resource-id=$1" >/dev/null
+  "${setsid[@]}" "${FLINK_ENV[@]}" "$FLINK_HOME/bin/taskmanager.sh" start -D "taskmanager.resource-id=$id" "${dynamic[@]}" >/dev/null
   after=$(our_daemons | awk '$2 == "taskexecutor" {print $1}' | sort)
   pid=$(comm -13 <(echo "$before") <(echo "$after") | head -n1)
-  is_uint "${pid:-}" || die "TaskManager $1 did not start (logs in $LOG_DIR)"
-  echo "$pid" >"$TM_DIR/$1"
+  is_uint "${pid:-}" || die "TaskManager $id did not start (logs in $LOG_DIR)"
+  echo "$pid" >"$TM_DIR/$id"
   echo "$pid"
 }
 
 cmd_add_taskmanager() {
-  [ $# -eq 1 ] || die "usage: add-taskmanager ID"
+  [ $# -ge 1 ] || die "usage: add-taskmanager ID [--memory MB] [--managed-fraction F]"
+  local id=$1 mb="" fraction=""
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --memory) [ $# -ge 2 ] || die "--memory needs a value"; mb=$2; shift 2 ;;
+      --managed-fraction) [ $# -ge 2 ] || die "--managed-fraction needs a value"; fraction=$2; shift 2 ;;
+      *) die "add-taskmanager: unknown option '$1' (expected --memory MB, --managed-fraction F)" ;;
+    esac
+  done
+  set -- "$id"
   check_tm_id "$1"
+  local settings=()
+  memory_settings "$mb" "$fraction" >/dev/null # dies here on a bad value
+  mapfile -t settings < <(memory_settings "$mb" "$fraction")
   running || die "no cluster of this instance runs ($DATA_DIR): 'scripts/flink.sh up' first"
   need_python
   if tm_running "$1"; then
@@ -624,7 +671,7 @@ cmd_add_taskmanager() {
   local pid setsid=() t0
   command -v setsid >/dev/null 2>&1 && setsid=(setsid -w)
   t0=$(now_ms)
-  pid=$(start_taskmanager "$1")
+  pid=$(start_taskmanager "$1" "${settings[@]}")
   wait_tm_listed "$1" 0 || { log_tail; die "TaskManager $1 (pid $pid) did not register within $START_TIMEOUT s"; }
   log "added TaskManager $1 (pid $pid) in $(secs_since "$t0") s"
 }

@@ -43,8 +43,8 @@ class CapacityProvider(Protocol):
     def taskmanagers(self) -> tuple[int, list[str]]:
         """The cluster's baseline (TaskManagers it runs with nothing added) and the ids of those it runs now."""
 
-    def add(self, tm_ids: Sequence[str]) -> None:
-        """Start these TaskManagers and return once Flink lists them; raises CapacityError."""
+    def add(self, tm_ids: Sequence[str], memory_mb: int | None = None, managed_fraction: float | None = None) -> None:
+        """Start these TaskManagers (of the cluster's shape, or with this memory) once Flink lists them; CapacityError."""
 
     def release(self, tm_ids: Sequence[str]) -> None:
         """Stop these TaskManagers and return once Flink no longer lists them; raises CapacityError."""
@@ -87,9 +87,11 @@ class LocalProcesses:
         baseline = next((int(parts[1]) for parts in lines if parts[0] == "baseline"), 0)
         return baseline, [parts[0] for parts in lines if parts[0] != "baseline"]
 
-    def add(self, tm_ids: Sequence[str]) -> None:
+    def add(self, tm_ids: Sequence[str], memory_mb: int | None = None, managed_fraction: float | None = None) -> None:
+        memory = [] if memory_mb is None else ["--memory", str(int(memory_mb))]
+        managed = [] if managed_fraction is None else ["--managed-fraction", f"{float(managed_fraction):g}"]
         for tm_id in tm_ids:
-            self._run("add-taskmanager", _checked(tm_id))
+            self._run("add-taskmanager", _checked(tm_id), *memory, *managed)
 
     def release(self, tm_ids: Sequence[str]) -> None:
         for tm_id in tm_ids:
@@ -125,7 +127,7 @@ def record_event(store_root: str | Path, job: str, epoch: int, event: dict[str, 
     write_epochs(store_root, CAPACITY, job, table)
 
 
-def _event(event_id: str, kind: str, provider: str, tms: Sequence[str], inv: Inventory, outcome: str, message: str) -> dict:
+def event_row(event_id: str, kind: str, provider: str, tms: Sequence[str], inv: Inventory, outcome: str, message: str) -> dict:
     shapes = [inv.get(t) for t in tms]
     slots = sum(s.slots for s in shapes if s) if any(shapes) else 0
     cores = sum(s.cores for s in shapes if s) if any(shapes) else 0.0
@@ -140,12 +142,13 @@ def add_for_plan(provider: CapacityProvider, read_inventory: Callable[[], Invent
     try:
         provider.add(tm_ids)
     except CapacityError as exc:
-        record_event(store_root, job, epoch, _event(f"{action_id}:add", ADD, provider.name, tm_ids, Inventory(()), "failed",
+        record_event(store_root, job, epoch, event_row(f"{action_id}:add", ADD, provider.name, tm_ids, Inventory(()), "failed",
                                                     f"could not add {', '.join(tm_ids)}: {exc}"))  # fmt: skip
         raise
     inventory = read_inventory()
     message = f"added {', '.join(tm_ids)} for the rescale of epoch {epoch} ({inventory.slots} slots in the cluster now)"
-    record_event(store_root, job, epoch, _event(f"{action_id}:add", ADD, provider.name, tm_ids, inventory, "succeeded", message))
+    event = event_row(f"{action_id}:add", ADD, provider.name, tm_ids, inventory, "succeeded", message)
+    record_event(store_root, job, epoch, event)
     return message
 
 
@@ -180,11 +183,11 @@ def release_idle(provider: CapacityProvider, inventory: Inventory, store_root: s
     try:
         provider.release(idle)
     except CapacityError as exc:
-        record_event(store_root, job, epoch, _event(event_id, RELEASE, provider.name, idle, inventory, "failed", str(exc)))
+        record_event(store_root, job, epoch, event_row(event_id, RELEASE, provider.name, idle, inventory, "failed", str(exc)))
         return f"could not release {', '.join(idle)}: {exc}"
     since = "" if last_rescale_end is None else f", {(now - last_rescale_end).total_seconds():.0f} s after the last rescale"
     message = f"released {', '.join(idle)}: idle{since} (release_after {release_after.total_seconds():g} s)"
-    record_event(store_root, job, epoch, _event(event_id, RELEASE, provider.name, idle, inventory, "succeeded", message))
+    record_event(store_root, job, epoch, event_row(event_id, RELEASE, provider.name, idle, inventory, "succeeded", message))
     return message
 
 

@@ -32,10 +32,12 @@ from autoscaler.config.sections import (
     ExcludedPeriod,
     RescaleSettings,
     Stability,
+    TuningSettings,
     read_alerts,
     read_approval,
     read_capacity,
     read_rescale,
+    read_tuning,
 )
 from autoscaler.errors import InputError
 from autoscaler.flink import sql
@@ -92,6 +94,7 @@ class JobConfig:
     alerts: Alerts = field(default_factory=Alerts)
     capacity: CapacitySettings = field(default_factory=CapacitySettings)
     rescale: RescaleSettings = field(default_factory=RescaleSettings)
+    tuning: TuningSettings = field(default_factory=TuningSettings)
     validation: Mapping[str, Any] = field(default_factory=dict)
     short_window: timedelta = opt.SHORT_WINDOW.default
     source_rate_metric: str | None = opt.SOURCE_RATE_METRIC.default
@@ -280,6 +283,7 @@ def _job(entry: Any, index: int, source: str, base: Path, config: Path | None = 
     alerts = read_alerts(Fields(f.get("alerts"), where, "alerts."))
     capacity = read_capacity(Fields(f.get("capacity"), where, "capacity."))
     rescale = read_rescale(Fields(f.get("rescale"), where, "rescale."))
+    tuning = read_tuning(Fields(f.get("tuning"), where, "tuning."))
     collect = Fields(f.get("collect"), where, "collect.")
     short_window = collect.option(opt.SHORT_WINDOW)
     source_rate_metric = collect.option(opt.SOURCE_RATE_METRIC)
@@ -304,6 +308,7 @@ def _job(entry: Any, index: int, source: str, base: Path, config: Path | None = 
         alerts=alerts,
         capacity=capacity,
         rescale=rescale,
+        tuning=tuning,
         validation=validation,
         short_window=short_window,
         source_rate_metric=source_rate_metric,

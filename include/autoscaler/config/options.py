@@ -12,38 +12,9 @@ their defaults and meanings, by :class:`autoscaler.validate.config.ValidationCon
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-
-@dataclass(frozen=True)
-class Option:
-    """One option: where it is set, its type, its default and what it means."""
-
-    key: str  # dotted key in a job's entry of the jobs config, e.g. "policy.factor"
-    kind: str  # number | integer | duration | boolean | choice | text | strings | bounds | connection | date
-    default: Any
-    meaning: str
-    minimum: float | None = None  # numbers and integers; seconds for durations
-    choices: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        """The key's last part: the field name in its section and in the dataclasses below."""
-        return self.key.rsplit(".", 1)[-1]
-
-    @property
-    def default_text(self) -> str:
-        if isinstance(self.default, timedelta):
-            seconds = self.default.total_seconds()
-            for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-                if seconds and seconds % size == 0:
-                    return f"{seconds / size:g}{unit}"
-            return f"{seconds:g}s"
-        return "none" if self.default is None else json.dumps(self.default, default=str)
-
+from autoscaler.config.option import Option
 
 # The highest parallelism a proposal can name: the stand-in for "no upper bound" and for an
 # infinite estimate (the DS2 reference saturates to u32::MAX; bounds cap it).
@@ -348,6 +319,9 @@ START_TIMEOUT = Option(
     "start_timeout", "duration", timedelta(minutes=1),
     "Deadline for all tasks RUNNING after a restart (then the rescale rolls back); the in-place deadline too.", 1,
 )  # fmt: skip
+
+# -- tuning (Demeter's multi-configuration tuning; declared in their own module) -------------------
+from autoscaler.config.tuning_options import *  # noqa: E402, F403
 
 OPTIONS: tuple[Option, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Option))
 

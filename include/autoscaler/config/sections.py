@@ -86,6 +86,53 @@ def read_rescale(f: Fields) -> RescaleSettings:
     return settings
 
 
+@dataclass(frozen=True)
+class TuningSettings:
+    """A job's ``tuning`` section: profiling copies and the multi-configuration model (:mod:`autoscaler.tuning`)."""
+
+    site: str = opt.TUNING_SITE.default
+    max_slots: int | None = opt.TUNING_MAX_SLOTS.default
+    max_minutes: int = opt.TUNING_MAX_MINUTES.default
+    warmup: timedelta = opt.TUNING_WARMUP.default
+    measure: timedelta = opt.TUNING_MEASURE.default
+    recovery_target: timedelta | None = opt.TUNING_RECOVERY_TARGET.default
+    confidence: float = opt.TUNING_CONFIDENCE.default
+    checkpoint_intervals: tuple[str, ...] = opt.TUNING_CHECKPOINT_INTERVALS.default
+    memory_per_slot_mb: tuple[str, ...] = opt.TUNING_MEMORY_PER_SLOT.default
+    managed_fractions: tuple[str, ...] = opt.TUNING_MANAGED_FRACTIONS.default
+    min_taskmanager_mb: int = opt.TUNING_MIN_TM_MB.default
+    name_flag: str | None = opt.TUNING_NAME_FLAG.default
+    rate_flag: str | None = opt.TUNING_RATE_FLAG.default
+    group_flag: str | None = opt.TUNING_GROUP_FLAG.default
+    drop_flags: tuple[str, ...] = opt.TUNING_DROP_FLAGS.default
+
+    @property
+    def enabled(self) -> bool:
+        return self.site != "none"
+
+
+_FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_.-]*")
+_TUNING = (opt.TUNING_SITE, opt.TUNING_MAX_SLOTS, opt.TUNING_MAX_MINUTES, opt.TUNING_WARMUP, opt.TUNING_MEASURE,
+           opt.TUNING_RECOVERY_TARGET, opt.TUNING_CONFIDENCE, opt.TUNING_CHECKPOINT_INTERVALS, opt.TUNING_MEMORY_PER_SLOT,
+           opt.TUNING_MANAGED_FRACTIONS, opt.TUNING_MIN_TM_MB, opt.TUNING_NAME_FLAG, opt.TUNING_RATE_FLAG,
+           opt.TUNING_GROUP_FLAG, opt.TUNING_DROP_FLAGS)  # fmt: skip
+
+
+def read_tuning(f: Fields) -> TuningSettings:
+    """A job's ``tuning`` section; ``f`` is done with it after. Flags are matched in full (they reach a command line)."""
+    values = {o.name: f.option(o) for o in _TUNING}
+    for o in (opt.TUNING_NAME_FLAG, opt.TUNING_RATE_FLAG, opt.TUNING_GROUP_FLAG):
+        if values[o.name] is not None and not _FLAG.fullmatch(values[o.name]):
+            raise f.error(o.name, f"{values[o.name]!r} is not a program argument like --name")
+    for flag in values["drop_flags"]:
+        if not _FLAG.fullmatch(flag):
+            raise f.error("drop_flags", f"{flag!r} is not a program argument like --name")
+    if values["confidence"] >= 1:
+        raise f.error("confidence", f"must be below 1 (a probability), got {values['confidence']}")
+    f.done()
+    return TuningSettings(**values)
+
+
 # An address as a mail header holds it: no spaces, commas or angle brackets (they would add recipients).
 _EMAIL = re.compile(r"[^@\s,;<>\"']+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*")
 _PERIOD = re.compile(r"(?P<a>(?:[01]\d|2[0-3]):[0-5]\d)-(?P<b>(?:[01]\d|2[0-3]):[0-5]\d)")

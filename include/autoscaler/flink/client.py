@@ -250,6 +250,22 @@ class FlinkRestClient:
         data = self.get(f"/jobs/{ids.job_id(job_id)}/savepoints/{ids.trigger_id(request_id)}")
         return _operation(data)
 
+    def trigger_savepoint(self, job_id: str, target_directory: str, format_type: str = "canonical") -> str:
+        """A savepoint of a job that keeps running (``savepoint_status`` follows it)."""
+        body = {"target-directory": target_directory, "cancel-job": False, "formatType": format_type.upper()}
+        return ids.trigger_id(self._request("POST", f"/jobs/{ids.job_id(job_id)}/savepoints", json=body)["request-id"])
+
+    def dispose_savepoint(self, path: str) -> OperationStatus:
+        """Delete a savepoint through the cluster (its files may sit where only the cluster reaches) and wait."""
+        trigger = ids.trigger_id(self._request("POST", "/savepoint-disposal", json={"savepoint-path": path})["request-id"])
+        return self.wait_operation(
+            lambda: _operation(self.get(f"/savepoint-disposal/{trigger}")), 60.0, what="savepoint disposal"
+        )
+
+    def taskmanager_metrics(self, tm_id: str, names: Sequence[str]) -> dict[str, float]:
+        data = self.get(f"/taskmanagers/{ids.taskmanager_id(tm_id)}/metrics", get=",".join(names))
+        return {m["id"]: float(m["value"]) for m in data if m.get("value") not in (None, "")}
+
     def trigger_checkpoint(self, job_id: str, checkpoint_type: str = "FULL") -> str:
         data = self._request("POST", f"/jobs/{ids.job_id(job_id)}/checkpoints", json={"checkpointType": checkpoint_type})
         return ids.trigger_id(data["request-id"])

@@ -8,6 +8,7 @@ from autoscaler.errors import InputError
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")  # used with fullmatch: no trailing newline
 _JAR_ID = re.compile(r"[0-9A-Za-z-]+_[0-9A-Za-z._-]+\.jar")
+_TASKMANAGER_ID = re.compile(r"[0-9A-Za-z_.:-]{1,128}")  # a resource id: ours (tm-3) or Flink's (127.0.0.1:40123-1a2b3c)
 
 
 def job_id(value: str) -> str:
@@ -31,6 +32,12 @@ def trigger_id(value: str) -> str:
 def jar_id(value: str) -> str:
     if not isinstance(value, str) or not _JAR_ID.fullmatch(value) or ".." in value:
         raise InputError("Flink jar id", f"{value!r} is not a jar id returned by /jars/upload (<uuid>_<name>.jar)")
+    return value
+
+
+def taskmanager_id(value: str) -> str:
+    if not isinstance(value, str) or not _TASKMANAGER_ID.fullmatch(value) or ".." in value:
+        raise InputError("Flink TaskManager id", f"{value!r} is not a TaskManager resource id (1-128 of [A-Za-z0-9_.:-])")
     return value
 
 

@@ -13,7 +13,7 @@ stop-with-savepoint half and the entry points.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,8 @@ class SavepointSteps:
         self.verify_window_s = verify_window_s
         self.measured: dict[str, int] = {}  # the parallelism the decision's epoch was measured at
         self.wait_for_savepoint = True
+        self.job_settings: tuple[dict[str, str], dict[str, str]] = ({}, {})  # (new, old): see rescale_with_savepoint
+        self.before_restart: Callable[[], str] | None = None
         self.journal: Journal = Journal(Path())
 
     @property
@@ -72,8 +74,17 @@ class SavepointSteps:
         submission: dict[str, Any] = {"purpose": purpose, "job_id": None, "error": None}
         self.state["submissions"].append(submission)
         self.journal.save()  # before: a crash from here on looks for a submitted job by name first
+        if purpose == "rescale" and self.before_restart is not None and "before_restart" not in self.state:
+            try:
+                self.state["before_restart"] = self.before_restart()
+            except Exception as exc:  # whatever it raised, the job must not stay stopped
+                submission["error"] = f"the step before the restart failed: {exc}"
+                self.journal.save()
+                return self._start_failed(purpose, submission["error"])
+            self.journal.save()
+        settings = (self.state.get("job_settings") or {}).get("new" if purpose == "rescale" else "old") or {}
         try:
-            job_id = self._run_jar(mapped)
+            job_id = self._run_jar(mapped, settings)
         except (FlinkError, InputError) as exc:
             adopted = self._find_new_job()  # the POST may have got through before the error
             if adopted is None:
@@ -85,7 +96,7 @@ class SavepointSteps:
         self.journal.save()
         return self._await_start(purpose)
 
-    def _run_jar(self, mapped: Mapping[str, int]) -> str:
+    def _run_jar(self, mapped: Mapping[str, int], settings: Mapping[str, str]) -> str:
         jar = self.state.get("jar_id") or resolve_jar(self.client, self.deployment)
         for attempt in (1, 2):
             try:
@@ -96,6 +107,7 @@ class SavepointSteps:
                     savepoint_path=self.state["savepoint"]["location"],
                     allow_non_restored_state=self.deployment.allow_non_restored_state,
                     claim_mode="NO_CLAIM",  # the savepoint stays ours: a rollback needs it again
+                    flink_configuration=settings or None,
                 )
             except FlinkError as exc:
                 if exc.status != 404 or attempt == 2 or self.deployment.jar_id is not None:
@@ -138,9 +150,12 @@ class SavepointSteps:
         downtime = seconds_since(self.state["stop"]["at"], wait.running_at)
         savepoint = self.state["savepoint"]
         if purpose == "rescale":
+            settings = (self.state.get("job_settings") or {}).get("new")
+            also = "".join([f", with {settings}" if settings else "",
+                            f"; {self.state['before_restart']}" if self.state.get("before_restart") else ""])  # fmt: skip
             return self._finish(
                 SUCCEEDED,
-                f"{self.deployment.job_name} runs at {self.state['target']} (job {job_id}, "
+                f"{self.deployment.job_name} runs at {self.state['target']}{also} (job {job_id}, "
                 f"from savepoint {savepoint['location']}; "
                 f"{downtime:.2f} s from the stop request to all tasks running).",
                 new_job_id=job_id,

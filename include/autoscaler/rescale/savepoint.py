@@ -9,7 +9,7 @@ savepoint (:mod:`.restart`). The savepoint's format is the job's ``savepoint_for
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal, overload
 
@@ -59,6 +59,8 @@ def rescale_with_savepoint(
     verify_window_s: float = ...,
     wait_for_savepoint: Literal[True] = ...,
     measured: Mapping[str, int] | None = ...,
+    job_settings: tuple[Mapping[str, str], Mapping[str, str]] | None = ...,
+    before_restart: Callable[[], str] | None = ...,
 ) -> RescaleResult: ...
 
 
@@ -76,6 +78,8 @@ def rescale_with_savepoint(
     verify_window_s: float = ...,
     wait_for_savepoint: bool = ...,
     measured: Mapping[str, int] | None = ...,
+    job_settings: tuple[Mapping[str, str], Mapping[str, str]] | None = ...,
+    before_restart: Callable[[], str] | None = ...,
 ) -> RescaleResult | None: ...
 
 
@@ -92,6 +96,8 @@ def rescale_with_savepoint(
     verify_window_s: float = VERIFY_WINDOW_S,
     wait_for_savepoint: bool = True,
     measured: Mapping[str, int] | None = None,
+    job_settings: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
+    before_restart: Callable[[], str] | None = None,
 ) -> RescaleResult | None:
     """Rescale the running job named ``deployment.job_name`` by stop-with-savepoint and restart.
 
@@ -113,6 +119,12 @@ def rescale_with_savepoint(
     stop-with-savepoint is requested and journaled, instead of waiting for it; wait elsewhere
     (:func:`pending_savepoint` names the operation), then call again with the same action id,
     which carries on from the savepoint.
+
+    ``job_settings``: (new, old) Flink configuration of the job (e.g. ``execution.checkpointing.interval``): the
+    restart at the target runs with the new, a rollback or unchanged restart with the old; a change of settings
+    alone is a restart too. ``before_restart``: called once, after the stop and before the restart at the target
+    (a tuning round's TaskManager swap, :mod:`autoscaler.tuning.apply`); it returns what it did, in words, for the
+    result's message, and an exception from it rolls the job back unchanged.
     """
     target = check_target(target)
     rescale = _SavepointRescale(
@@ -126,6 +138,8 @@ def rescale_with_savepoint(
     )
     rescale.wait_for_savepoint = bool(wait_for_savepoint)
     rescale.measured = dict(measured or {})
+    rescale.job_settings = (dict(job_settings[0]), dict(job_settings[1])) if job_settings else ({}, {})
+    rescale.before_restart = before_restart
     with open_journal(journal_dir, action_id) as journal:
         rescale.journal = journal
         try:
@@ -151,7 +165,9 @@ class _SavepointRescale(SavepointSteps):
         old = details.parallelism
         mapped_old = {name: old[name] for name in flags}
         # Before the stop: a missing jar must not be found out while the job is down.
-        jar_id = resolve_jar(self.client, self.deployment) if {**old, **target} != old else None
+        new_settings, old_settings = self.job_settings
+        changes = {**old, **target} != old or new_settings != old_settings
+        jar_id = resolve_jar(self.client, self.deployment) if changes else None
         if jar_id is not None and not flags:
             require_adaptive(
                 self.client, job.id, self.deployment.job_name, "a savepoint-restart of a job without parallelism_args",
@@ -172,12 +188,13 @@ class _SavepointRescale(SavepointSteps):
             "mapped_old": mapped_old,
             "mapped_new": {**mapped_old, **target} if flags else {},
             "jar_id": jar_id,
+            "job_settings": {"new": new_settings, "old": old_settings},
             "stop": None,
             "savepoint": None,
             "submissions": [],
             "result": None,
         }
-        if self.state["expected"] == old:
+        if not changes:
             return self._finish(NOOP, f"{self.deployment.job_name} already runs at {target}: nothing to do", new_job_id=job.id)
         return self._stop(may_retry_stop=False)
 

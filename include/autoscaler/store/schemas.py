@@ -253,3 +253,55 @@ CAPACITY = Table(
 
 TABLES["state"] = STATE
 TABLES["capacity"] = CAPACITY
+
+PROFILES = Table(
+    "profiles",
+    _KEYS
+    + (
+        Column("round_id", "string", False, "The tuning round (job, epoch and attempt) that ran the copy."),
+        Column("copy_id", "string", False, "The copy's id within the store (<round>-<n>)."),
+        Column("configuration", "string", False, "The candidate configuration, in words (Configuration.key)."),
+        Column("config_json", "string", False, "The candidate configuration as JSON (Configuration.to_dict)."),
+        Column("rate", "double", True, "The source rate the copy was asked to run at (null: a replay as fast as it could)."),
+        Column("outcome", "string", False, "succeeded or failed."),
+        Column("message", "string", False, "What happened, in words."),
+        Column("predicted_max_rate", "double", True, "What the model predicted the copy would sustain, before it ran."),
+        Column("max_rate", "double", True, "The source rate it could sustain, by DS2's model of its measured rates."),
+        Column("observed_rate", "double", True, "The source rate it ran at over the measured window."),
+        Column("checkpoint_s", "double", True, "Mean end-to-end duration of its completed checkpoints."),
+        Column("checkpoint_bytes", "long", True, "The state size of its latest completed checkpoint."),
+        Column("restart_s", "double", True, "From its TaskManager killed to all its tasks running again."),
+        Column("recovery_s", "double", True, "Restart plus the catch-up at the forecast rate (null: it could not keep up)."),
+        Column("cpu_load", "double", True, "Its TaskManager's JVM CPU load (Flink's Status.JVM.CPU.Load, 0-1)."),
+        Column("heap_used_mb", "double", True, "Its TaskManager's used JVM heap."),
+        Column("managed_used_mb", "double", True, "Its TaskManager's used managed memory."),
+        Column("slot_seconds", "double", False, "Task slots it held × seconds it held them: the profiling cost."),
+        Column("started_at", "timestamp", False, "UTC."),
+        Column("finished_at", "timestamp", False, "UTC."),
+    ),
+    doc="One row per job, epoch and profiling copy: a candidate configuration run beside the job, and what it measured.",
+)
+
+TUNING = Table(
+    "tuning",
+    _KEYS
+    + (
+        Column("round_id", "string", False, "The tuning round."),
+        Column("outcome", "string", False, "skipped, recommended, none (no configuration sure enough yet), applied or failed."),
+        Column("message", "string", False, "Why, in words."),
+        Column("current_rate", "double", True, "The job's arrival rate at the round (records/s)."),
+        Column("forecast_rate", "double", True, "The rate the round tuned for (the forecast, at least the current rate)."),
+        Column("in_force", "string", True, "The configuration the job ran with (JSON)."),
+        Column("recommended", "string", True, "The recommended configuration (JSON; null: none)."),
+        Column("predicted_max_rate", "double", True, "The model's mean max rate of the recommended configuration."),
+        Column("predicted_recovery_s", "double", True, "The model's mean recovery time of the recommended configuration."),
+        Column("p_feasible", "double", True, "The model's probability that it sustains the forecast and recovers in time."),
+        Column("profiles_run", "int", False, "Profiling copies this round ran."),
+        Column("slot_seconds", "double", False, "Task-slot seconds this round's copies held."),
+        Column("at", "timestamp", False, "UTC."),
+    ),
+    doc="One row per job and epoch with a tuning round: the forecast, the recommendation and what became of it.",
+)
+
+TABLES["profiles"] = PROFILES
+TABLES["tuning"] = TUNING
