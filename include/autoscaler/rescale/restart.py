@@ -25,6 +25,7 @@ from autoscaler.flink.deployment import JobDeployment, program_args, resolve_jar
 from autoscaler.flink.models import ACTIVE_STATES, JobDetails
 from autoscaler.rescale.checks import Wait, await_requirements, cancel_quietly, wait_running
 from autoscaler.rescale.journal import Journal, seconds_since, utcnow
+from autoscaler.rescale.recovery import latest_checkpoint, savepoint_written
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.store.schemas import FAILED, ROLLED_BACK, SUCCEEDED
 
@@ -68,6 +69,9 @@ class SavepointSteps:
         return self.journal.data
 
     # -- restart --------------------------------------------------------------------------
+    def _savepoint_completed(self, location: str | None, failure: str | None, request_id: str | None) -> RescaleResult:
+        raise NotImplementedError  # the stop half (.savepoint) decides what a completed savepoint leads to
+
     def _submit(self, purpose: str) -> RescaleResult:
         """Run the jar from the savepoint: at the target ("rescale") or unchanged ("rollback", "restore")."""
         mapped = self.state["mapped_new"] if purpose == "rescale" else self.state["mapped_old"]
@@ -238,6 +242,26 @@ class SavepointSteps:
             FAILED,
             f"{what}. The job {self.deployment.job_name} is STOPPED (no job of that name is running): savepoint {location} "
             f"restores it at its previous parallelism {self.state['mapped_old']}.",
+        )
+
+    def _recover_lost_job(self, why: str) -> RescaleResult:
+        """The old job is unknown to the cluster: restart it from what it left on disk (see :mod:`.recovery`), the
+        stop's savepoint (at the target) or its latest retained checkpoint (unchanged), rather than leave it stopped."""
+        old, stopped = self.state["old_job_id"], float(self.state["stop"]["at"]["wall"])
+        location = savepoint_written(self.deployment.savepoint_uri, old, stopped)
+        if location:
+            return self._savepoint_completed(location, None, None)
+        checkpoint = latest_checkpoint(self.client, old)
+        if checkpoint:
+            self.state["savepoint"] = {"location": checkpoint, "failure": None, "timed_out": False, "duration_s": None,
+                                       "checkpoint": True}  # fmt: skip
+            self.journal.save()
+            return self._submit("recover")
+        return self._finish(
+            FAILED,
+            f"job {old} of {self.deployment.job_name} is unknown to the cluster{why} (did its JobManager restart?), and "
+            f"neither a savepoint of it since the stop ({self.deployment.savepoint_uri}) nor a retained checkpoint was "
+            f"found: nothing was restarted; restart it by hand.",
         )
 
     # -- results --------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from autoscaler.rescale.journal import (  # noqa: F401 - pending_savepoint: the 
     time_mark,
     utcnow,
 )
-from autoscaler.rescale.recovery import latest_checkpoint, savepoint_from_history, savepoint_in_progress, savepoint_written
+from autoscaler.rescale.recovery import savepoint_from_history, savepoint_in_progress
 from autoscaler.rescale.restart import SavepointSteps, check_restartable_unchanged
 from autoscaler.rescale.result import RescaleResult
 from autoscaler.store.schemas import FAILED, NOOP
@@ -389,24 +389,4 @@ class _SavepointRescale(SavepointSteps):
             FAILED,
             f"the stop-with-savepoint of {self.deployment.job_name} had no clear outcome{why}, and job {old} is "
             f"{state or 'unknown to the cluster'}: nothing was restarted; check the cluster.",
-        )
-
-    def _recover_lost_job(self, why: str) -> RescaleResult:
-        """The old job is unknown to the cluster: restart it from what it left on disk (see :mod:`.recovery`), the
-        stop's savepoint (at the target) or its latest retained checkpoint (unchanged), rather than leave it stopped."""
-        old, stopped = self.state["old_job_id"], float(self.state["stop"]["at"]["wall"])
-        location = savepoint_written(self.deployment.savepoint_uri, old, stopped)
-        if location:
-            return self._savepoint_completed(location, None, None)
-        checkpoint = latest_checkpoint(self.client, old)
-        if checkpoint:
-            self.state["savepoint"] = {"location": checkpoint, "failure": None, "timed_out": False, "duration_s": None,
-                                       "checkpoint": True}  # fmt: skip
-            self.journal.save()
-            return self._submit("recover")
-        return self._finish(
-            FAILED,
-            f"job {old} of {self.deployment.job_name} is unknown to the cluster{why} (did its JobManager restart?), and "
-            f"neither a savepoint of it since the stop ({self.deployment.savepoint_uri}) nor a retained checkpoint was "
-            f"found: nothing was restarted; restart it by hand.",
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -166,7 +167,7 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
          force: bool = False, rate: float | None = None, profile_dir: str | None = None) -> RoundResult:  # fmt: skip
     """Run one round for ``config``'s job at ``epoch`` (see the module docstring); ``rate`` overrides the forecast."""
     settings = config.tuning
-    round_id = f"{config.name}-{epoch}"
+    round_id = f"{re.sub(r'[^a-z0-9-]+', '-', config.name.lower()).strip('-')[:40] or 'job'}-{epoch}"  # a copy id's prefix
     in_force, slots_per_tm, backend = configuration_in_force(client, config.flink_job_name)
     arrivals, own = history(store_root, config.name, in_force)
     horizon = max(settings.max_minutes * 60 / config.interval.total_seconds(), 1.0)
