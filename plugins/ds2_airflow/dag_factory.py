@@ -45,6 +45,7 @@ from ds2_airflow.provider_config import export_to_environment
 from ds2_airflow.runtime import epoch_for, journal_dir, store_root
 from ds2_airflow.scaling import decide_task, record_task, validate_epoch_task, what_if_compare_task
 from ds2_airflow.timetable import FleetMemberTimetable, LateRunsTimetable
+from ds2_airflow.tuning import tuning_dag, tuning_dag_id
 
 # The run's epoch as its tasks compute it (ds2_airflow.runtime.epoch_for): handed over by a fleet run,
 # else closed by the run's data interval (a run triggered without one: its run_after).
@@ -288,6 +289,8 @@ def build_dags(jobs: list[JobConfig], only: str | None = None) -> dict[str, DAG]
         builders[dag_id] = lambda dag_id=dag_id, members=members: fleet_dag(dag_id, members)
     for job in jobs:
         builders[job.dag_id] = lambda job=job: scaling_dag(job)
+        if job.tuning.enabled:
+            builders[tuning_dag_id(job)] = lambda job=job: tuning_dag(job)
     if only is not None and only in builders:
         builders = {only: builders[only]}
     return {dag_id: build() for dag_id, build in builders.items()}

@@ -305,3 +305,21 @@ def test_a_user_reads_only_the_data_docs_of_jobs_whose_dag_they_may_read(tmp_pat
     manager.readable = {"ds2_a", "ds2_b"}
     assert [status(p) for p in pages] == [200, 200, 200, 200]
     assert client.get("/validations/ds2-metrics/a/a-epoch-1/t/page.html").text == "a's epoch"
+
+
+def test_a_job_with_a_tuning_site_gets_a_tuning_dag_with_its_gate_and_cleanup(monkeypatch, tmp_path):
+    approval = {"required": True, "approvers": ["alice"], "timeout": "15m", "on_timeout": "reject"}
+    jobs = [entry("plain"), entry("tuned", tuning={"site": "local", "rate_flag": "--rate"}),
+            entry("gated-tuned", tuning={"site": "local"}, approval=approval)]  # fmt: skip
+    bag = load(monkeypatch, tmp_path, jobs)
+    assert bag.import_errors == {}
+    assert {d for d in bag.dags if "tuning" in d} == {"ds2__tuning_tuned", "ds2__tuning_gated_tuned"}
+    tuned = bag.dags["ds2__tuning_tuned"]
+    assert sorted(t.task_id for t in tuned.tasks) == ["apply", "cleanup", "decide", "tune"]
+    assert tuned.task_dict["apply"].pool == "ds2_tuned"  # never beside a rescale of the scaling DAG
+    assert tuned.task_dict["cleanup"].trigger_rule == "all_done"
+    assert set(tuned.task_dict["cleanup"].upstream_task_ids) == {"tune", "apply"}
+    assert tuned.params.get_param("force").value is False
+    gated = bag.dags["ds2__tuning_gated_tuned"]
+    assert sorted(t.task_id for t in gated.tasks) == ["apply", "approve", "cleanup", "decide", "tune"]
+    assert gated.task_dict["approve"].downstream_task_ids == {"apply"}

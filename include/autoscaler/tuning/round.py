@@ -14,6 +14,7 @@ already ignores). A round started by a person always runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -145,6 +146,17 @@ def _profile_row(job: str, epoch: int, round_id: str, profile: Profile, predicte
             "started_at": row["started_at"] or now, "finished_at": row["finished_at"] or now}  # fmt: skip
 
 
+def round_prefix(job: str) -> str:
+    """What every copy id of ``job`` starts with: its name as a copy id allows, and a hash that tells apart two names
+    that read the same so (copies of all jobs share the site's folder)."""
+    readable = re.sub(r"[^a-z0-9-]+", "-", job.lower()).strip("-")[:32] or "job"
+    return f"{readable}-{hashlib.sha256(job.encode()).hexdigest()[:6]}"
+
+
+def is_copy_of(job: str, copy_id: str) -> bool:
+    return re.fullmatch(rf"{re.escape(round_prefix(job))}-[0-9]+-[0-9]+", copy_id) is not None
+
+
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
@@ -167,7 +179,7 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
          force: bool = False, rate: float | None = None, profile_dir: str | None = None) -> RoundResult:  # fmt: skip
     """Run one round for ``config``'s job at ``epoch`` (see the module docstring); ``rate`` overrides the forecast."""
     settings = config.tuning
-    round_id = f"{re.sub(r'[^a-z0-9-]+', '-', config.name.lower()).strip('-')[:40] or 'job'}-{epoch}"  # a copy id's prefix
+    round_id = f"{round_prefix(config.name)}-{epoch}"
     in_force, slots_per_tm, backend = configuration_in_force(client, config.flink_job_name)
     arrivals, own = history(store_root, config.name, in_force)
     horizon = max(settings.max_minutes * 60 / config.interval.total_seconds(), 1.0)
@@ -230,3 +242,29 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
     result = RoundResult(round_id, outcome, message, in_force, replace(best) if best else None, tuple(profiles), current, target)
     record_round(store_root, config.name, epoch, result)
     return result
+
+
+def mark_applied(store_root: str | Path, job: str, epoch: int, outcome: str, message: str) -> None:
+    """The round's TUNING row after its recommendation was applied (or failed to be): outcome and message replaced."""
+    rows = read_epochs(store_root, TUNING, job, [epoch]).to_pylist()
+    if not rows:
+        raise InputError(f"job {job}", f"no tuning round is recorded at epoch {epoch}")
+    _write(store_root, TUNING, job, [{**r, "outcome": outcome, "message": f"{r['message']}. {message}", "at": datetime.now(UTC)}
+                                     for r in rows])  # fmt: skip
+
+
+def plan_markdown(result: RoundResult) -> str:
+    """The approval form's body: what runs, what is recommended, and the evidence."""
+    lines = [f"**{result.outcome}**: {result.message}", "", "| | in force | recommended |", "|---|---|---|"]
+    rec = result.recommended.configuration if result.recommended else None
+    for label, get in (("parallelism", lambda c: ", ".join(f"{n} {p}" for n, p in c.parallelism)),
+                       ("checkpoint interval", lambda c: f"{c.checkpoint_interval_s:g} s"),
+                       ("memory per slot", lambda c: f"{c.memory_per_slot_mb} MB"),
+                       ("managed fraction", lambda c: f"{c.managed_fraction:g}")):  # fmt: skip
+        lines.append(f"| {label} | {get(result.in_force)} | {get(rec) if rec else '-'} |")
+    if result.profiles:
+        lines += ["", "| profile | configuration | max rate | restart | outcome |", "|---|---|---|---|---|"]
+        for p in result.profiles:
+            rate = f"{p.max_rate:,.0f}/s" if p.max_rate else "-"
+            lines.append(f"| {p.copy_id} | {p.configuration.key()} | {rate} | {p.restart_s or '-'} s | {p.outcome} |")
+    return "\n".join(lines)
