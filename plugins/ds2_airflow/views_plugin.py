@@ -32,6 +32,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from autoscaler.config.jobs import JobConfig, config_path, load_jobs
+from autoscaler.observe.tuning_view import tuning_view
 from autoscaler.observe.views import fleet_view, job_alerts, job_view, recent_alerts
 from autoscaler.store.parquet import epoch_span
 from autoscaler.store.schemas import METRICS
@@ -138,8 +139,10 @@ def views_app() -> FastAPI:
         )
         subtitle = (f"Flink job {job.flink_job_name} · policy {job.policy.kind} · every {job.interval}"
                     f"{' · recommendation only' if job.recommendation_only else ''}{' · ' + note if note else ''}")  # fmt: skip
+        tuning = tuning_view(store_root(), job.name)
         html = _pages().job_page(series, title=job.name, subtitle=subtitle, links=_links(dag_id),
-                              hours=None if first is not None else (hours or DEFAULT_HOURS), recent=recent)  # fmt: skip
+                              hours=None if first is not None else (hours or DEFAULT_HOURS), recent=recent,
+                              tuning=tuning)  # fmt: skip
         return HTMLResponse(html)
 
     @app.get("/dags/{dag_id}/epochs/{epoch}", dependencies=read_dag, response_class=HTMLResponse)

@@ -119,3 +119,40 @@ def test_the_job_page_lists_the_capacity_events_and_each_epochs_state_size(tmp_p
     html = pages.job_page(series, title="j", subtitle="", links=LINKS, hours=6, recent=recent)
     assert '<table id="capacity">' in html and "add (local)" in html and "added ds2-j-1-1 for &lt;the&gt; rescale" in html
     assert "1.50 GiB" in html
+
+
+def test_the_job_page_shows_the_configuration_in_force_the_rounds_and_each_profiles_prediction_against_its_measure(tmp_path):
+    from datetime import UTC, datetime
+
+    from autoscaler.observe.tuning_view import tuning_view
+    from autoscaler.store.parquet import write_epochs
+    from autoscaler.store.schemas import PROFILES
+    from autoscaler.tuning.configuration import Configuration
+    from autoscaler.tuning.model import Prediction
+    from autoscaler.tuning.profile import Profile
+    from autoscaler.tuning.round import RECOMMENDED, RoundResult, _profile_row, record_round
+
+    root = store(tmp_path)
+    assert tuning_view(root, "j") is None  # never tuned: no section
+    in_force = Configuration.of({"COUNT": 1}, 10, 512, 0.4)
+    new = Configuration.of({"COUNT": 2}, 30, 256, 0.2)
+    now = datetime.now(UTC)
+    profile = Profile("j-ab12cd-9-1", new, 1500.0, "succeeded", "measured <it>", max_rate=1800.0, observed_rate=1500.0,
+                      checkpoint_s=0.4, checkpoint_bytes=10, restart_s=51.0, recovery_s=80.0, cpu_load=0.5, heap_used_mb=60.0,
+                      slot_seconds=240.0, started_at=now, finished_at=now)  # fmt: skip
+    import pyarrow as pa
+
+    row = _profile_row("j", E0 + 2, "j-ab12cd-9", profile, 1500.0)
+    write_epochs(root, PROFILES, "j", pa.Table.from_pylist([row], schema=PROFILES.arrow_schema()).drop_columns(["epoch_block"]))
+    best = Prediction(new, 1900.0, 1700.0, 85.0, 0.97, 0.93, new.cost(8, 1024))
+    record_round(root, "j", E0 + 2, RoundResult("j-ab12cd-9", RECOMMENDED, "1 profile(s) run; recommended <new>", in_force, best,
+                                                (profile,), 1400.0, 1500.0))  # fmt: skip
+    view = tuning_view(root, "j")
+    assert view is not None and view.in_force == in_force.to_dict() and view.profiles[0]["error"] == pytest.approx(0.2)
+    series = job_series(root, "j", INTERVAL, E0, E0 + 4)
+    html = pages.job_page(series, title="j", subtitle="", links=LINKS, hours=6, recent=job_view(root, "j", INTERVAL, E0, E0 + 4),
+                          tuning=view)  # fmt: skip
+    assert "In force: COUNT 1, checkpoint 10 s, 512 MB/slot, managed 0.4" in html
+    assert '<table id="tuning-rounds">' in html and "recommended &lt;new&gt;" in html and "1,900/s" in html and "0.93" in html
+    assert '<table id="profiles">' in html and "1,500/s" in html and "1,800/s" in html and "+20 %" in html
+    assert "measured &lt;it&gt;" in html and "51.0 s" in html

@@ -23,6 +23,7 @@ import altair as alt
 import jinja2
 
 from autoscaler.observe.series import EXCLUDED, JobSeries
+from autoscaler.observe.tuning_view import TuningView
 from autoscaler.observe.views import LOST, QUARANTINED, RECOMMENDATION, WARMUP, EpochView, FleetRow
 
 SHADE_COLORS = {LOST: "#d62728", QUARANTINED: "#ff7f0e", WARMUP: "#bcbd22", RECOMMENDATION: "#17becf", EXCLUDED: "#9467bd"}
@@ -160,13 +161,14 @@ def _change(event: dict[str, Any]) -> str:
 
 
 def job_page(series: JobSeries, *, title: str, subtitle: str, links: Links, hours: float | None,
-             recent: Sequence[EpochView]) -> str:  # fmt: skip
-    """The job view: the charts over the range, the actions, and the newest epochs with their reasons."""
+             recent: Sequence[EpochView], tuning: TuningView | None = None) -> str:  # fmt: skip
+    """The job view: the charts over the range, the actions, tuning, and the newest epochs with their reasons."""
     charts = {"load": load_chart(series), "backlog": backlog_chart(series), "parallelism": parallelism_chart(series, links)}
     events = [e | {"href": links.epoch(e["epoch"]), "change": _change(e)} for e in reversed(series.events)]
     return _ENV.get_template("job.html").render(
         title=title, subtitle=subtitle, series=series, links=links, hours=hours, ranges=RANGES_H, charts=charts,
         charts_json=_script_json(charts), events=events, recent=list(reversed(recent)), shade_colors=SHADE_COLORS,
+        tuning=tuning,
     )  # fmt: skip
 
 
