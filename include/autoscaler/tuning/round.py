@@ -201,7 +201,10 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
         raise InputError(f"job {config.name}", "tuning runs copies at other parallelisms: it needs parallelism_args")
     fixed = {n: p for n, p in in_force.operators.items() if n not in movable}
     budget = Budget(settings.max_slots or in_force.slots, settings.max_minutes)
-    widest = max(2 * in_force.slots, max(fixed.values(), default=1))
+    # Up to twice what runs, or twice what the job's own capacity per slot says the target needs.
+    per_slot = own[0].max_rate / in_force.slots if own and own[0].max_rate else None
+    needed = math.ceil(2 * target / per_slot) if per_slot else 0
+    widest = max(2 * in_force.slots, needed, max(fixed.values(), default=1))
     space = candidates(movable, fixed, range(max(fixed.values(), default=1), widest + 1), in_force,
                        settings.checkpoint_intervals, settings.memory_per_slot_mb, settings.managed_fractions)  # fmt: skip
     recovery_target = (settings.recovery_target or config.interval).total_seconds()
