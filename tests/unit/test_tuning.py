@@ -193,3 +193,18 @@ def test_a_round_whose_copies_fail_stops_every_copy_and_disposes_of_the_savepoin
     assert "nonexistent.jar" in profiles[0].message and "no room" in profiles[1].message
     assert sorted(site.stopped) == ["wc-7-1", "wc-7-2"] and site.copies() == []
     assert client.disposed == ["file:/sp/savepoint-1"]
+
+
+def test_a_configuration_the_job_failed_at_keeps_its_neighbours_from_being_recommended():
+    from autoscaler.tuning.round import observation
+
+    ok = [Observation(config(n), 1000.0 * n, 5.0, f"profile p{n}") for n in (2, 3, 4)]
+    space = [config(2), config(2, mb=256), config(3), config(4)]
+    trusting = Model(ok, forecast_rate=1800, recovery_target_s=60, confidence=0.9).predict(space, 4, 256)
+    failed = observation(config(2, mb=256), None, None, True, "profile oom")
+    assert failed.max_rate == 1.0 and failed.restart_s is None
+    model = Model([*ok, failed], forecast_rate=1800, recovery_target_s=60, confidence=0.9)
+    warned = {p.configuration: p for p in model.predict(space, 4, 256)}
+    before = {p.configuration: p for p in trusting}
+    assert warned[config(2, mb=256)].p_rate < 0.5 < before[config(2, mb=256)].p_rate
+    assert model.recommend(list(warned.values())).configuration != config(2, mb=256)

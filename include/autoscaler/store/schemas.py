@@ -276,6 +276,7 @@ PROFILES = Table(
         Column("heap_used_mb", "double", True, "Its TaskManager's used JVM heap."),
         Column("managed_used_mb", "double", True, "Its TaskManager's used managed memory."),
         Column("slot_seconds", "double", False, "Task slots it held × seconds it held them: the profiling cost."),
+        Column("job_failed", "boolean", False, "Its cluster ran but the job failed or kept restarting at this configuration."),
         Column("started_at", "timestamp", False, "UTC."),
         Column("finished_at", "timestamp", False, "UTC."),
     ),

@@ -18,12 +18,14 @@ sets its interval in its own code) is reported, not hidden.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from pathlib import Path
 
 from autoscaler.capacity.inventory import Inventory
-from autoscaler.capacity.provider import ADD, RELEASE, CapacityProvider, event_row, record_event
+from autoscaler.capacity.provider import ADD, RELEASE, CapacityError, CapacityProvider, event_row, record_event
+from autoscaler.config.options import SAVEPOINT_RESTART
 from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkRestClient
 from autoscaler.flink.deployment import JobDeployment
@@ -55,7 +57,14 @@ def apply_configuration(client: FlinkRestClient, deployment: JobDeployment, new:
         old_tms = [str(t["id"]) for t in client.get("/taskmanagers").get("taskmanagers", [])]
         added = _tm_ids(job, epoch, math.ceil(new.slots / slots_per_tm))
         tm_mb = new.taskmanager_mb(slots_per_tm, floor_mb)
-        provider.add(added, memory_mb=tm_mb, managed_fraction=new.managed_fraction)
+        try:
+            provider.add(added, memory_mb=tm_mb, managed_fraction=new.managed_fraction)
+        except CapacityError as exc:  # before the stop: the job runs on as it was
+            with contextlib.suppress(CapacityError):
+                provider.release([t for t in added if t in provider.taskmanagers()[1]])
+            message = f"not applied: TaskManagers of {tm_mb} MB could not be added ({exc}); the job runs on unchanged"
+            running = client.job(client.running_job(deployment.job_name).id)
+            return RescaleResult.not_acted(action_id, SAVEPOINT_RESTART, message, running)
         inventory = Inventory.from_rest(client.get("/taskmanagers"))
         record_event(store_root, job, epoch, event_row(f"{action_id}:add", ADD, provider.name, added, inventory, SUCCEEDED,
                                                     f"TaskManagers of {tm_mb} MB, managed fraction {new.managed_fraction:g}, "

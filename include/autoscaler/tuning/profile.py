@@ -74,6 +74,7 @@ class Profile:
     heap_used_mb: float | None = None
     managed_used_mb: float | None = None
     slot_seconds: float = 0.0
+    job_failed: bool = False  # its cluster ran but the job did not (it failed or kept restarting at this configuration)
     started_at: datetime | None = None
     finished_at: datetime | None = None
 
@@ -139,6 +140,7 @@ class CopyRun:
         self.savepoint, self.deployment, self.args, self.state_backend = savepoint, deployment, args, state_backend
         self.floor_mb, self.warmup_s, self.measure_s, self.deadline = floor_mb, warmup_s, measure_s, deadline
         self.name = f"{deployment.job_name}-profile-{copy_id}"
+        self.job_failed = False
 
     def _left(self) -> float:
         left = self.deadline - time.monotonic()
@@ -166,7 +168,7 @@ class CopyRun:
                 message += f"; its cluster could not be stopped: {exc}"
                 outcome = FAILED
         return Profile(self.copy_id, self.config, self.rate, outcome, message, slot_seconds=round(slot_seconds, 1),
-                       started_at=started, finished_at=datetime.now(UTC), **fields)  # fmt: skip
+                       job_failed=self.job_failed, started_at=started, finished_at=datetime.now(UTC), **fields)  # fmt: skip
 
     def _measure(self, client: FlinkRestClient) -> dict[str, Any]:
         jar = resolve_jar(client, self.deployment)
@@ -174,7 +176,12 @@ class CopyRun:
         job_id = client.run_jar(jar, self.deployment.entry_class, args, savepoint_path=self.savepoint,
                                 allow_non_restored_state=True, claim_mode="NO_CLAIM",
                                 flink_configuration=self.config.flink_configuration())  # fmt: skip
-        client.wait_all_running(job_id, timeout_s=min(self._left(), 120.0))
+        try:
+            client.wait_all_running(job_id, timeout_s=min(self._left(), 120.0))
+        except FlinkError:
+            job = next((j for j in client.jobs() if j.id == job_id), None)
+            self.job_failed = job is not None and job.state in ("FAILED", "FAILING", "RESTARTING")
+            raise
         self._wait(self.warmup_s)
         first = take_snapshot(client, self.name)
         self._wait(self.measure_s)

@@ -43,6 +43,7 @@ from autoscaler.tuning.site import ProfilingSite
 LOOKBACK_EPOCHS = 12  # the policy's own history window for rises and trends (options.history), in epochs
 SKIPPED, RECOMMENDED, NONE, APPLIED, FAILED = "skipped", "recommended", "none", "applied", "failed"
 MB = 1024 * 1024
+FAILED_RATE = 1.0  # records/s a configuration the job failed at is taken to sustain (see observation)
 
 
 @dataclass(frozen=True)
@@ -116,10 +117,17 @@ def earlier_profiles(store_root: str | Path, job: str) -> list[Observation]:
         return []
     out = []
     for r in read_epochs(store_root, PROFILES, job, range(span[0], span[1] + 1)).to_pylist():
-        if r["outcome"] == "succeeded":
+        if r["outcome"] == "succeeded" or r["job_failed"]:
             config = Configuration.from_dict(json.loads(r["config_json"]), f"profile {r['copy_id']}")
-            out.append(Observation(config, r["max_rate"], r["restart_s"], f"profile {r['copy_id']}"))
+            out.append(observation(config, r["max_rate"], r["restart_s"], r["job_failed"], f"profile {r['copy_id']}"))
     return out
+
+
+def observation(config: Configuration, max_rate: float | None, restart_s: float | None, job_failed: bool,
+                source: str) -> Observation:  # fmt: skip
+    """A profile as the model reads it. A job that failed at a configuration sustained nothing: one record per second
+    (its logarithm 0, so the capacity model falls near it and no neighbour is recommended on its strength)."""
+    return Observation(config, FAILED_RATE if job_failed else max_rate, None if job_failed else restart_s, source)
 
 
 def forecast(arrivals: Sequence[float], horizon_epochs: float) -> tuple[float | None, float | None, bool]:
@@ -225,8 +233,8 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
         profiles = run_round(site, client, config.deployment, [p.configuration for p in chosen], target, round_id, budget, args,
                              settings.min_taskmanager_mb, settings.warmup.total_seconds(), settings.measure.total_seconds(),
                              profile_dir or config.deployment.savepoint_uri, backend, keep)  # fmt: skip
-        new = [Observation(p.configuration, p.max_rate, p.restart_s, f"profile {p.copy_id}") for p in profiles
-               if p.outcome == "succeeded"]  # fmt: skip
+        new = [observation(p.configuration, p.max_rate, p.restart_s, p.job_failed, f"profile {p.copy_id}") for p in profiles
+               if p.outcome == "succeeded" or p.job_failed]  # fmt: skip
         model = Model(observations + new, target, recovery_target, settings.confidence)
         predictions = model.predict(space, slots_per_tm, settings.min_taskmanager_mb)
     best = model.recommend(predictions)
