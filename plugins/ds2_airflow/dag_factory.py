@@ -35,7 +35,7 @@ from autoscaler.config.jobs import (
 from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.errors import InputError
 from ds2_airflow.fleet import fleet_dag, fleets
-from ds2_airflow.operators.approval import RescaleApprovalOperator
+from ds2_airflow.operators.approval import approval_gate
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
 from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
 from ds2_airflow.operators.policy import DS2PolicyOperator, WhatIfPolicyOperator
@@ -155,15 +155,8 @@ def scaling_dag(job: JobConfig) -> DAG:
         recorded = record()
         collect >> validate() >> policy >> decided
         if job.approval.required:
-            approve = RescaleApprovalOperator(
-                task_id="approve",
-                subject=f"Rescale {job.name} (epoch {EPOCH})?",
-                body="{{ ti.xcom_pull(task_ids='decide', key='plan_markdown') }}",
-                defaults=job.approval.timeout_answer,
-                response_timeout=job.approval.timeout,
-                assigned_users=[{"id": u, "name": u} for u in job.approval.approvers] or None,
-                retries=0,
-            )
+            approve = approval_gate("approve", f"Rescale {job.name} (epoch {EPOCH})?",
+                                    "{{ ti.xcom_pull(task_ids='decide', key='plan_markdown') }}", job.approval)  # fmt: skip
             decided >> approve >> rescale
         else:
             decided >> rescale

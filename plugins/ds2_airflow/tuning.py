@@ -25,7 +25,7 @@ from autoscaler.tuning.configuration import Configuration
 from autoscaler.tuning.round import APPLIED, FAILED, RECOMMENDED, is_copy_of, mark_applied, plan_markdown, tune
 from autoscaler.tuning.site import site_for
 from ds2_airflow.hooks.flink import FlinkHook
-from ds2_airflow.operators.approval import RescaleApprovalOperator
+from ds2_airflow.operators.approval import approval_gate
 from ds2_airflow.runtime import epoch_for, journal_dir, safe_run_id, store_root
 
 PREFIX = "ds2__tuning_"  # a job's own DAG id is ds2_<name>, whose name starts with a letter or digit: never this
@@ -103,14 +103,8 @@ def tuning_dag(job: JobConfig) -> DAG:
         branch = decide(result)
         applied = apply(result)
         if job.approval.required:
-            approve = RescaleApprovalOperator(
-                task_id="approve",
-                subject=f"Apply a new configuration to {job.name}?",
-                body="{{ ti.xcom_pull(task_ids='tune', key='plan_markdown') }}",
-                defaults=job.approval.timeout_answer,
-                response_timeout=job.approval.timeout,
-                assigned_users=[{"id": u, "name": u} for u in job.approval.approvers] or None,
-            )
+            approve = approval_gate("approve", f"Apply a new configuration to {job.name}?",
+                                    "{{ ti.xcom_pull(task_ids='tune', key='plan_markdown') }}", job.approval)  # fmt: skip
             branch >> approve >> applied
         else:
             branch >> applied

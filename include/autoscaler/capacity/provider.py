@@ -18,7 +18,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
@@ -72,15 +72,7 @@ class LocalProcesses:
         self.timeout_s = timeout_s
 
     def _run(self, *args: str) -> str:
-        try:
-            done = subprocess.run([str(self.script), *args], env=self.env, capture_output=True, text=True,
-                                  timeout=self.timeout_s, check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise CapacityError(f"{args[0]}: {exc}") from None
-        if done.returncode != 0:
-            lines = (done.stderr or done.stdout).strip().splitlines()
-            raise CapacityError(lines[-1] if lines else f"{args[0]} exited with {done.returncode}")
-        return done.stdout
+        return flink_sh(self.script, self.env, args, self.timeout_s, CapacityError)
 
     def taskmanagers(self) -> tuple[int, list[str]]:
         lines = [line.split() for line in self._run("taskmanagers").splitlines() if line.strip()]
@@ -96,6 +88,19 @@ class LocalProcesses:
     def release(self, tm_ids: Sequence[str]) -> None:
         for tm_id in tm_ids:
             self._run("release-taskmanager", _checked(tm_id))
+
+
+def flink_sh(script: Path, env: Mapping[str, str], args: Sequence[str], timeout_s: float, error: type[Exception]) -> str:
+    """``scripts/flink.sh`` with ``args`` (a list: no shell); its output, or ``error`` with its last line of complaint."""
+    try:
+        done = subprocess.run([str(script), *args], env=dict(env), capture_output=True, text=True, timeout=timeout_s,
+                              check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise error(f"flink.sh {args[0]}: {exc}") from None
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise error(lines[-1] if lines else f"flink.sh {args[0]} exited with {done.returncode}")
+    return done.stdout
 
 
 def _checked(tm_id: str) -> str:

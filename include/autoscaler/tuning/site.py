@@ -16,10 +16,10 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 from pathlib import Path
 from typing import Protocol
 
+from autoscaler.capacity.provider import flink_sh
 from autoscaler.config import paths
 from autoscaler.errors import InputError
 
@@ -85,15 +85,7 @@ class LocalClusters:
         return {**os.environ, "FLINK_DATA_DIR": str(folder), **{k: str(v) for k, v in settings.items()}}
 
     def _run(self, env: dict[str, str], *args: str) -> str:
-        try:
-            done = subprocess.run([str(self.script), *args], env=env, capture_output=True, text=True,
-                                  timeout=self.timeout_s, check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SiteError(f"flink.sh {args[0]}: {exc}") from None
-        if done.returncode != 0:
-            lines = (done.stderr or done.stdout).strip().splitlines()
-            raise SiteError(lines[-1] if lines else f"flink.sh {args[0]} exited with {done.returncode}")
-        return done.stdout
+        return flink_sh(self.script, env, args, self.timeout_s, SiteError)
 
     def start(self, copy_id: str, slots: int, taskmanager_mb: int, managed_fraction: float, state_backend: str) -> str:
         folder = self.folder(copy_id)

@@ -21,3 +21,16 @@ class RescaleApprovalOperator(ApprovalOperator):
         name = (user.get("name") or user.get("id")) if isinstance(user, dict) else user
         context["ti"].xcom_push(key="answer", value={"chosen": chosen[0] if chosen else None, "by": name, "timed_out": not name})
         return super().execute_complete(context=context, event=event)
+
+
+def approval_gate(task_id: str, subject: str, body: str, approval: Any) -> RescaleApprovalOperator:
+    """The gate as a job's ``approval`` section configures it (approvers, timeout and its answer)."""
+    return RescaleApprovalOperator(
+        task_id=task_id,
+        subject=subject,
+        body=body,
+        defaults=approval.timeout_answer,
+        response_timeout=approval.timeout,
+        assigned_users=[{"id": u, "name": u} for u in approval.approvers] or None,
+        retries=0,
+    )
