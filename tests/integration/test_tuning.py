@@ -132,3 +132,32 @@ def test_a_recommended_configuration_is_applied_through_savepoint_and_restart_wi
     events = sorted((r["event"], r["outcome"]) for r in read_epochs(tmp_path / "store", CAPACITY, JOB, [3]).to_pylist())
     assert events == [("add", "succeeded"), ("release", "succeeded")]
     assert "execution.checkpointing.interval" in result.message and "replaced ['tm-1']" in result.message
+
+
+@pytest.mark.tuning_long
+def test_the_tuning_dag_profiles_recommends_applies_and_cleans_up(cluster):
+    """The DAG with ``dag.test()`` on a temporary Airflow DB: a forced round of one copy at 256 MB per slot (the only
+    memory candidate), the recommendation applied through savepoint-and-restart, the TUNING row marked applied."""
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    from tests.integration.scaling_setup import dag_test_environment
+
+    client, _job_id, tmp_path, env = cluster
+    entry = {"name": "tuned", "flink_job_name": FLINK_JOB, "flink_conn_id": "flink_test", "jar": str(testjob.JAR),
+             "base_args": ARGS, "parallelism_args": testjob.PARALLELISM_ARGS, "savepoint_dir": str(tmp_path / "savepoints"),
+             "capacity": {"provider": "local", "flink_data_dir": env["FLINK_DATA_DIR"]},
+             "tuning": {"site": "local", "rate_flag": "--rate", "max_slots": 1, "warmup": "5s", "measure": "10s",
+                        "memory_per_slot_mb": ["256"], "checkpoint_intervals": ["10s"], "managed_fractions": ["0.4"],
+                        "recovery_target": "10m"}}  # fmt: skip
+    shim = type("Flink", (), {"client": client})()
+    with dag_test_environment(shim, tmp_path / "data", [entry]) as data:  # type: ignore[arg-type]
+        bag = BundleDagBag(dag_folder=str(ROOT / "dags"), bundle_path=str(ROOT / "dags"))
+        assert bag.import_errors == {}
+        run = bag.dags["ds2__tuning_tuned"].test(run_conf={"force": True, "rate": 1500})
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        assert states == {"tune": "success", "decide": "success", "apply": "success", "cleanup": "success"}, states
+        (row,) = read_epochs(data / "store", TUNING, "tuned").to_pylist()
+        assert row["outcome"] == "applied" and row["profiles_run"] == 1, row
+        in_force, _, _ = configuration_in_force(client, FLINK_JOB)
+        assert in_force.memory_per_slot_mb == 256, in_force.key()
+        assert LocalClusters(data / "profiles").copies() == []

@@ -70,7 +70,8 @@ def _process(x: np.ndarray, y: np.ndarray) -> GaussianProcessRegressor:
     kernel = ConstantKernel(1.0, (1e-3, 1e3)) * Matern(length_scale=spans, length_scale_bounds=(1e-2, 1e3), nu=2.5) + WhiteKernel(
         1e-2, (1e-6, 1.0)
     )
-    model = GaussianProcessRegressor(kernel=kernel, normalize_y=len(y) > 1, n_restarts_optimizer=2, random_state=0)
+    # normalize_y: the prior mean is the observations' mean (one profile: its capacity per slot, DS2's linear scaling).
+    model = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=2, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # few points: a bound reached is expected, not a fault
         model.fit(x, y)
