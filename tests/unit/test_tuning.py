@@ -208,3 +208,13 @@ def test_a_configuration_the_job_failed_at_keeps_its_neighbours_from_being_recom
     before = {p.configuration: p for p in trusting}
     assert warned[config(2, mb=256)].p_rate < 0.5 < before[config(2, mb=256)].p_rate
     assert model.recommend(list(warned.values())).configuration != config(2, mb=256)
+
+
+def test_a_batch_of_equally_promising_profiles_spreads_over_what_is_not_known():
+    model = Model([Observation(config(1, 10, 512, 0.4), 2000.0, 5.0, "profile a")], 1000, 60, 0.9)
+    space = [config(1, i, mb, f) for i in (10, 40) for mb in (256, 512) for f in (0.2, 0.4)]
+    batch = model.next_profiles(model.predict(space, 4, 1024), 2)  # every one-slot TaskManager costs the 1 GiB floor
+    assert len(batch) == 2 and config(1, 10, 512, 0.4) not in [p.configuration for p in batch]
+    first, second = (p.configuration for p in batch)
+    assert first == config(1, 40, 256, 0.2)  # the farthest from the profiled one
+    assert second != first and (second.checkpoint_interval_s, second.memory_per_slot_mb) != (40, 256)

@@ -65,17 +65,36 @@ def features(c: Configuration) -> list[float]:
     return [float(c.slots), math.log2(c.checkpoint_interval_s), math.log2(c.memory_per_slot_mb), math.log2(c.managed_fraction)]
 
 
-def _process(x: np.ndarray, y: np.ndarray) -> GaussianProcessRegressor:
-    spans = np.maximum(np.ptp(x, axis=0), 1.0)
-    kernel = ConstantKernel(1.0, (1e-3, 1e3)) * Matern(length_scale=spans, length_scale_bounds=(1e-2, 1e3), nu=2.5) + WhiteKernel(
-        1e-2, (1e-6, 1.0)
-    )
-    # normalize_y: the prior mean is the observations' mean (one profile: its capacity per slot, DS2's linear scaling).
-    model = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=2, random_state=0)
+@dataclass(frozen=True)
+class _Process:
+    """A fitted process of a logarithm; its prior mean is the observations' mean (one profile: its own value, so
+    capacity per slot is DS2's linear scaling until profiles say otherwise)."""
+
+    model: GaussianProcessRegressor
+    mean: float
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mu, sd = self.model.predict(x, return_std=True)
+        return mu + self.mean, sd
+
+
+# The kernel's bounds, in the features' units (one slot; one doubling of an interval, a memory or a fraction) and in
+# natural-log units of the modelled value. A length scale below one unit would treat a configuration one doubling away
+# as unrelated, above 100 as the same; an amplitude of 0.01-4 lets the value vary a priori between about ±10 % and
+# a factor of 7 across the candidates: never certain of what was not measured, never told nothing by a neighbour.
+LENGTH_BOUNDS, AMPLITUDE_BOUNDS, NOISE_BOUNDS = (1.0, 100.0), (0.01, 4.0), (1e-6, 0.25)
+
+
+def _process(x: np.ndarray, y: np.ndarray) -> _Process:
+    kernel = ConstantKernel(0.25, AMPLITUDE_BOUNDS) * Matern(length_scale=np.full(x.shape[1], 2.0),
+                                                              length_scale_bounds=LENGTH_BOUNDS, nu=2.5) \
+        + WhiteKernel(1e-2, NOISE_BOUNDS)  # fmt: skip
+    model = GaussianProcessRegressor(kernel=kernel, normalize_y=False, n_restarts_optimizer=2, random_state=0)
+    mean = float(np.mean(y))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # few points: a bound reached is expected, not a fault
-        model.fit(x, y)
-    return model
+        model.fit(x, y - mean)
+    return _Process(model, mean)
 
 
 DRAWS = 400  # posterior draws per candidate: the probability to within about 0.025 (one standard error)
@@ -87,6 +106,14 @@ def recovery_time(restart_s: np.ndarray, max_rate: np.ndarray, rate: float, inte
     with np.errstate(divide="ignore", invalid="ignore"):
         catch_up = np.where(margin > 0, (interval_s / 2 + restart_s) * rate / margin, np.inf)
     return restart_s + catch_up
+
+
+def _scalar_costs(predictions: Sequence[Prediction]) -> dict[Configuration, float]:
+    """The lexicographic cost as one number, same order: slots, + memory below one slot, + checkpoint work below that."""
+    memory_scale = max(p.cost[1] for p in predictions) + 1
+    work = {p.configuration: 1 / p.configuration.checkpoint_interval_s for p in predictions}
+    work_scale = (max(work.values()) + 1) * memory_scale
+    return {p.configuration: p.cost[0] + p.cost[1] / memory_scale + work[p.configuration] / work_scale for p in predictions}
 
 
 class Model:
@@ -115,11 +142,11 @@ class Model:
         rng = np.random.default_rng(0)
         unit = rng.standard_normal((2, DRAWS))
         if self.rate_model is not None:
-            mu, sd = self.rate_model.predict(x, return_std=True)
+            mu, sd = self.rate_model.predict(x)
         else:
             mu, sd = np.zeros(len(configs)), np.full(len(configs), np.inf)
         if self.restart_model is not None:
-            rmu, rsd = self.restart_model.predict(x, return_std=True)
+            rmu, rsd = self.restart_model.predict(x)
         else:
             rmu, rsd = np.full(len(configs), np.nan), np.zeros(len(configs))
         out = []
@@ -147,13 +174,33 @@ class Model:
         return min(sure, key=lambda p: p.cost) if sure else None
 
     def next_profiles(self, predictions: Sequence[Prediction], count: int) -> list[Prediction]:
-        """Up to ``count`` unprofiled candidates with the highest expected improvement (constrained EI)."""
+        """Up to ``count`` unprofiled candidates with the highest expected improvement (constrained EI), one at a time.
+
+        Candidates whose expected improvement is within 1 % of the best left are told apart by their distance (in the
+        model's features) from every configuration profiled or chosen so far, farthest first: a batch of copies then
+        spreads over what is not known yet rather than measuring near-twins of one configuration.
+        """
         if not predictions:
             return []
-        scale = max(p.cost[1] for p in predictions) + 1
-        scalar = {p.configuration: p.cost[0] + p.cost[1] / scale for p in predictions}
-        best_feasible = [scalar[p.configuration] for p in predictions if p.p_feasible >= self.confidence]
-        best = min(best_feasible) if best_feasible else max(scalar.values()) + 1
-        fresh = [p for p in predictions if p.configuration not in self.observed]
-        scored = sorted(fresh, key=lambda p: (-(max(best - scalar[p.configuration], 0.0) * p.p_feasible), p.cost))
-        return [p for p in scored if best - scalar[p.configuration] > 0][:count]
+        scalar = _scalar_costs(predictions)
+        # The incumbent: the cheapest configuration measured so far that is feasible (none: anything feasible improves).
+        sure = [p for p in predictions if p.configuration in self.observed and p.p_feasible >= self.confidence]
+        measured = [scalar[p.configuration] for p in sure]
+        best = min(measured) if measured else max(scalar.values()) + 1
+        gain = {p.configuration: max(best - scalar[p.configuration], 0.0) * p.p_feasible for p in predictions}
+        left = [p for p in predictions if p.configuration not in self.observed and best - scalar[p.configuration] > 0]
+        known = [np.array(features(c)) for c in self.observed]
+        chosen: list[Prediction] = []
+        while left and len(chosen) < count:
+            top = max(gain[p.configuration] for p in left)
+            near_top = [p for p in left if gain[p.configuration] >= 0.99 * top]
+
+            def spread(p: Prediction) -> float:
+                x = np.array(features(p.configuration))
+                return min((float(np.linalg.norm(x - k)) for k in known), default=0.0)
+
+            pick = min(near_top, key=lambda p: (-spread(p), p.cost, p.configuration.key()))
+            chosen.append(pick)
+            known.append(np.array(features(pick.configuration)))
+            left.remove(pick)
+        return chosen
