@@ -72,7 +72,7 @@ def job_config(rate: int, data_dir: Path, savepoints: Path, kind: str) -> Any:
     entry = {"name": "bench-tune", "flink_job_name": NAME, "jar": str(testjob.JAR), "parallelism_args": testjob.PARALLELISM_ARGS,
              "base_args": [*JOB_ARGS, "--rate", str(rate)], "savepoint_dir": str(savepoints), "policy": {"kind": kind},
              "capacity": {"provider": "local", "flink_data_dir": str(data_dir)},
-             "tuning": {"site": "local", "rate_flag": "--rate", "max_slots": 4, "max_minutes": 8, "warmup": "10s",
+             "tuning": {"site": "local", "rate_flag": "--rate", "max_slots": 2, "max_minutes": 8, "warmup": "10s",
                         "measure": "20s", "recovery_target": RECOVERY_TARGET}}  # fmt: skip
     jobs, errors = parse_jobs_each({"jobs": [entry]}, "bench_tuning")
     assert not errors, errors
