@@ -150,6 +150,7 @@ def test_the_tuning_dag_profiles_recommends_applies_and_cleans_up(cluster):
                         "memory_per_slot_mb": ["256"], "checkpoint_intervals": ["10s"], "managed_fractions": ["0.4"],
                         "recovery_target": "10m"}}  # fmt: skip
     shim = type("Flink", (), {"client": client})()
+    (tmp_path / "data").mkdir()
     with dag_test_environment(shim, tmp_path / "data", [entry]) as data:  # type: ignore[arg-type]
         bag = BundleDagBag(dag_folder=str(ROOT / "dags"), bundle_path=str(ROOT / "dags"))
         assert bag.import_errors == {}

@@ -218,3 +218,12 @@ def test_a_batch_of_equally_promising_profiles_spreads_over_what_is_not_known():
     first, second = (p.configuration for p in batch)
     assert first == config(1, 40, 256, 0.2)  # the farthest from the profiled one
     assert second != first and (second.checkpoint_interval_s, second.memory_per_slot_mb) != (40, 256)
+
+
+def test_a_memory_flink_cannot_lay_out_is_never_a_candidate():
+    from autoscaler.tuning.configuration import flink_memory_fits
+
+    assert flink_memory_fits(1024, 0.4) and flink_memory_fits(2048, 0.6)
+    assert not flink_memory_fits(1024, 0.6)  # 576 MB of Flink memory: framework 256 + network 64 + managed 346 > 576
+    assert config(1, mb=512, fraction=0.6).starts(4, 1024) is False  # its copy: one slot, a TaskManager of 1 GiB
+    assert config(2, mb=1024, fraction=0.6).starts(4, 1024)

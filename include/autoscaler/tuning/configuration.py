@@ -23,6 +23,19 @@ from autoscaler.errors import InputError
 
 MAX_MANAGED_FRACTION = 0.9  # Flink refuses a managed fraction of 1: the task heap and network need the rest
 
+# Flink's TaskManager memory model with its defaults (taskmanager.memory.*: JVM metaspace 256 MB, JVM overhead 10 %
+# of the process within 192 MB-1 GB, framework heap and off-heap 128 MB each, network 10 % of Flink's memory from
+# 64 MB): a TaskManager whose parts do not fit in its process memory does not start ("The execution result is empty").
+METASPACE_MB, OVERHEAD_MB, FRAMEWORK_MB, NETWORK_MIN_MB = 256, (192, 1024), 256, 64
+
+
+def flink_memory_fits(process_mb: int, managed_fraction: float) -> bool:
+    """Whether a TaskManager of ``process_mb`` with ``managed_fraction`` leaves a task heap, by Flink's defaults."""
+    overhead = min(max(0.1 * process_mb, OVERHEAD_MB[0]), OVERHEAD_MB[1])
+    flink_mb = process_mb - METASPACE_MB - overhead
+    network = max(0.1 * flink_mb, NETWORK_MIN_MB)
+    return flink_mb - FRAMEWORK_MB - network - managed_fraction * flink_mb > 0
+
 
 @dataclass(frozen=True)
 class Configuration:
@@ -71,6 +84,11 @@ class Configuration:
     def cost(self, slots_per_taskmanager: int, floor_mb: int) -> tuple[int, int, float]:
         """Slots, then memory, then a shorter checkpoint interval (more checkpoint work): lower is cheaper."""
         return self.slots, self.memory_mb(slots_per_taskmanager, floor_mb), -self.checkpoint_interval_s
+
+    def starts(self, slots_per_taskmanager: int, floor_mb: int) -> bool:
+        """Whether its TaskManagers start, both a copy's (one of its slots) and the job's (of the cluster's shape)."""
+        return all(flink_memory_fits(self.taskmanager_mb(n, floor_mb), self.managed_fraction)
+                   for n in (self.slots, slots_per_taskmanager))  # fmt: skip
 
     def flink_configuration(self) -> dict[str, str]:
         """The job settings a (re)start passes in the jar run's ``flinkConfiguration``."""

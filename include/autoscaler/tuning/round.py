@@ -215,6 +215,7 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
     widest = max(2 * in_force.slots, needed, max(fixed.values(), default=1))
     space = candidates(movable, fixed, range(max(fixed.values(), default=1), widest + 1), in_force,
                        settings.checkpoint_intervals, settings.memory_per_slot_mb, settings.managed_fractions)  # fmt: skip
+    space = [c for c in space if c.starts(slots_per_tm, settings.min_taskmanager_mb)]  # Flink's memory model allows it
     recovery_target = (settings.recovery_target or config.interval).total_seconds()
     observations = own + earlier_profiles(store_root, config.name)
     model = Model(observations, target, recovery_target, settings.confidence)
