@@ -124,7 +124,8 @@ def rescale_with_savepoint(
     restart at the target runs with the new, a rollback or unchanged restart with the old; a change of settings
     alone is a restart too. ``before_restart``: called once, after the stop and before the restart at the target
     (a tuning round's TaskManager swap, :mod:`autoscaler.tuning.apply`); it returns what it did, in words, for the
-    result's message, and an exception from it rolls the job back unchanged.
+    result's message, and an exception from it rolls the job back unchanged; given one, the job is restarted even at its
+    parallelism and settings (the step is the change).
     """
     target = check_target(target)
     rescale = _SavepointRescale(
@@ -166,7 +167,7 @@ class _SavepointRescale(SavepointSteps):
         mapped_old = {name: old[name] for name in flags}
         # Before the stop: a missing jar must not be found out while the job is down.
         new_settings, old_settings = self.job_settings
-        changes = {**old, **target} != old or new_settings != old_settings
+        changes = {**old, **target} != old or new_settings != old_settings or self.before_restart is not None
         jar_id = resolve_jar(self.client, self.deployment) if changes else None
         if jar_id is not None and not flags:
             require_adaptive(
