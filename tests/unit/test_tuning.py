@@ -227,3 +227,12 @@ def test_a_memory_flink_cannot_lay_out_is_never_a_candidate():
     assert not flink_memory_fits(1024, 0.6)  # 576 MB of Flink memory: framework 256 + network 64 + managed 346 > 576
     assert config(1, mb=512, fraction=0.6).starts(4, 1024) is False  # its copy: one slot, a TaskManager of 1 GiB
     assert config(2, mb=1024, fraction=0.6).starts(4, 1024)
+
+
+def test_at_equal_cost_the_recommendation_is_the_configuration_nearest_to_what_runs():
+    obs = [Observation(config(2, 20, mb, f), 2000.0, 5.0, f"profile {mb}-{f}") for mb in (256, 512) for f in (0.2, 0.4)]
+    model = Model(obs, forecast_rate=1500, recovery_target_s=60, confidence=0.9)
+    # Two slots on TaskManagers of 4 at the 1 GiB floor: 256 and 512 MB per slot cost the same; so do the fractions.
+    space = [config(2, 20, mb, f) for mb in (256, 512) for f in (0.2, 0.4)]
+    best = model.recommend(model.predict(space, 4, 2048), in_force=config(2, 20, 512, 0.4))
+    assert best is not None and best.configuration == config(2, 20, 512, 0.4)

@@ -168,10 +168,19 @@ class Model:
                                   p_rate, p_feasible, c.cost(slots_per_tm, floor_mb)))  # fmt: skip
         return out
 
-    def recommend(self, predictions: Sequence[Prediction]) -> Prediction | None:
-        """The cheapest prediction that is feasible with probability ``confidence`` (None: none is, yet)."""
+    def recommend(self, predictions: Sequence[Prediction], in_force: Configuration | None = None) -> Prediction | None:
+        """The cheapest prediction that is feasible with probability ``confidence`` (None: none is, yet).
+
+        At equal cost, the one nearest to ``in_force`` (in the model's features): a change that buys nothing is not
+        made (a managed fraction or a memory per slot below the TaskManagers' floor costs the same as what runs).
+        """
         sure = [p for p in predictions if p.p_feasible >= self.confidence]
-        return min(sure, key=lambda p: p.cost) if sure else None
+        here = np.array(features(in_force)) if in_force is not None else None
+
+        def away(p: Prediction) -> float:
+            return 0.0 if here is None else float(np.linalg.norm(np.array(features(p.configuration)) - here))
+
+        return min(sure, key=lambda p: (p.cost, away(p), p.configuration.key())) if sure else None
 
     def next_profiles(self, predictions: Sequence[Prediction], count: int) -> list[Prediction]:
         """Up to ``count`` unprofiled candidates with the highest expected improvement (constrained EI), one at a time.

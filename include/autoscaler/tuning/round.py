@@ -238,7 +238,7 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
                if p.outcome == "succeeded" or p.job_failed]  # fmt: skip
         model = Model(observations + new, target, recovery_target, settings.confidence)
         predictions = model.predict(space, slots_per_tm, settings.min_taskmanager_mb)
-    best = model.recommend(predictions)
+    best = model.recommend(predictions, in_force)
     spent = sum(p.slot_seconds for p in profiles) / 60
     ran = f"{len(profiles)} profile(s) run ({spent:.1f} slot-minutes)"
     if best is None:
