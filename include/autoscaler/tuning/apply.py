@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import time
 from pathlib import Path
 
 from autoscaler.capacity.inventory import Inventory
@@ -34,6 +35,8 @@ from autoscaler.rescale.savepoint import rescale_with_savepoint
 from autoscaler.store.schemas import SUCCEEDED
 from autoscaler.tuning.configuration import Configuration
 from autoscaler.tuning.round import configuration_in_force
+
+SLOTS_FREED_S = 30.0  # three of Flink's default heartbeat intervals (heartbeat.interval 10 s): slot reports come with them
 
 
 def _tm_ids(job: str, epoch: int, count: int) -> list[str]:
@@ -71,15 +74,28 @@ def apply_configuration(client: FlinkRestClient, deployment: JobDeployment, new:
                                                     f"for configuration {new.key()}"))  # fmt: skip
 
         def swap() -> str:
-            """The old TaskManagers, idle now that the job stopped, go; the job restarts on the new ones."""
-            inventory = Inventory.from_rest(client.get("/taskmanagers"))
+            """The old TaskManagers, idle now that the job stopped, go; the job restarts on the new ones.
+
+            Flink reports a stopped job's slots free only with the TaskManager's next slot report (a heartbeat, 10 s
+            by default): each old one is waited for up to ``SLOTS_FREED_S``; one still busy then runs another job's
+            tasks and stays (said in the message).
+            """
             _, ours = provider.taskmanagers()
-            idle = [t.id for t in inventory.taskmanagers if t.id in old_tms and t.id in ours and t.free_slots == t.slots]
+            mine = [t for t in old_tms if t in ours]
+            deadline = time.monotonic() + SLOTS_FREED_S
+            while True:
+                inventory = Inventory.from_rest(client.get("/taskmanagers"))
+                idle = [t.id for t in inventory.taskmanagers if t.id in mine and t.free_slots == t.slots]
+                if len(idle) == len(mine) or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.5)
             provider.release(idle)
+            busy = sorted(set(mine) - set(idle))
             why = f"replaced by {added} for configuration {new.key()}"
             record_event(store_root, job, epoch, event_row(f"{action_id}:release", RELEASE, provider.name, idle, inventory,
                                                            SUCCEEDED, why))  # fmt: skip
-            return f"TaskManagers {added} ({tm_mb} MB, managed fraction {new.managed_fraction:g}) replaced {idle}"
+            kept = f"; {busy} still ran other tasks after {SLOTS_FREED_S:g} s and stay" if busy else ""
+            return f"TaskManagers {added} ({tm_mb} MB, managed fraction {new.managed_fraction:g}) replaced {idle}{kept}"
 
         before_restart = swap
     settings = (new.flink_configuration(), in_force.flink_configuration())
