@@ -18,16 +18,14 @@ from typing import Any
 
 from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 
-from autoscaler.capacity.provider import provider_for
 from autoscaler.config.jobs import JobConfig
-from autoscaler.tuning.apply import apply_configuration
-from autoscaler.tuning.configuration import Configuration
-from autoscaler.tuning.round import APPLIED, FAILED, RECOMMENDED, is_copy_of, mark_applied, plan_markdown, tune
-from autoscaler.tuning.site import site_for
+from autoscaler.tuning.outcomes import APPLIED, FAILED, RECOMMENDED
 from ds2_airflow.hooks.flink import FlinkHook
 from ds2_airflow.operators.approval import approval_gate
 from ds2_airflow.runtime import epoch_for, journal_dir, safe_run_id, store_root
 
+# The tuning core (scikit-learn among it) is imported by the tasks that run it, never when the DAG file is parsed:
+# every task process of every DAG parses it, and the import alone takes about a second.
 PREFIX = "ds2__tuning_"  # a job's own DAG id is ds2_<name>, whose name starts with a letter or digit: never this
 
 
@@ -55,6 +53,9 @@ def tuning_dag(job: JobConfig) -> DAG:
 
         @task(task_id="tune", execution_timeout=timedelta(minutes=settings.max_minutes + 5))
         def run_round(**context: Any) -> dict[str, Any]:
+            from autoscaler.tuning.round import plan_markdown, tune
+            from autoscaler.tuning.site import site_for
+
             params = context["params"]
             epoch = epoch_for(job, context)
             site = site_for(settings.site)
@@ -74,6 +75,11 @@ def tuning_dag(job: JobConfig) -> DAG:
 
         @task(task_id="apply", pool=job.pool, trigger_rule="none_failed_min_one_success")
         def apply(round_result: dict[str, Any], **context: Any) -> dict[str, Any]:
+            from autoscaler.capacity.provider import provider_for
+            from autoscaler.tuning.apply import apply_configuration
+            from autoscaler.tuning.configuration import Configuration
+            from autoscaler.tuning.round import mark_applied
+
             answer = context["ti"].xcom_pull(task_ids="approve", key="answer") if job.approval.required else None
             epoch = round_result["epoch"]
             new = Configuration.from_dict(round_result["recommended"], "the round's recommendation")
@@ -92,6 +98,9 @@ def tuning_dag(job: JobConfig) -> DAG:
 
         @task(task_id="cleanup", trigger_rule="all_done")
         def cleanup(round_result: dict[str, Any] | None = None) -> list[str]:
+            from autoscaler.tuning.round import is_copy_of
+            from autoscaler.tuning.site import site_for
+
             site = site_for(settings.site)
             assert site is not None
             stopped = [copy_id for copy_id in site.copies() if is_copy_of(job.name, copy_id)]

@@ -129,8 +129,9 @@ def test_the_job_page_shows_the_configuration_in_force_the_rounds_and_each_profi
     from autoscaler.store.schemas import PROFILES
     from autoscaler.tuning.configuration import Configuration
     from autoscaler.tuning.model import Prediction
+    from autoscaler.tuning.outcomes import RECOMMENDED
     from autoscaler.tuning.profile import Profile
-    from autoscaler.tuning.round import RECOMMENDED, RoundResult, _profile_row, record_round
+    from autoscaler.tuning.round import RoundResult, _profile_row, record_round
 
     root = store(tmp_path)
     assert tuning_view(root, "j") is None  # never tuned: no section

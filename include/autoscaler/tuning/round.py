@@ -37,11 +37,11 @@ from autoscaler.store.parquet import epoch_span, read_epochs, write_epochs
 from autoscaler.store.schemas import METRICS, PROFILES, TUNING
 from autoscaler.tuning.configuration import Configuration, candidates
 from autoscaler.tuning.model import Model, Observation, Prediction
+from autoscaler.tuning.outcomes import NONE, RECOMMENDED, SKIPPED
 from autoscaler.tuning.profile import Budget, CopyArgs, Profile, max_sustainable_rate, run_round
 from autoscaler.tuning.site import ProfilingSite
 
 LOOKBACK_EPOCHS = 12  # the policy's own history window for rises and trends (options.history), in epochs
-SKIPPED, RECOMMENDED, NONE, APPLIED, FAILED = "skipped", "recommended", "none", "applied", "failed"
 MB = 1024 * 1024
 FAILED_RATE = 1.0  # records/s a configuration the job failed at is taken to sustain (see observation)
 
