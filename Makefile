@@ -33,11 +33,11 @@ test: setup
 	$(VENV)/bin/ruff check .
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long and not install and not object_store_dag and not tuning_long"
 
-## Multi-configuration tuning on real Flink: a round of two profiling copies beside a running job (~4 min).
+## Multi-configuration tuning on real Flink: two profiling copies beside a running job, a configuration applied, the DAG (~4 min).
 test-tuning: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m tuning_long
 
-## Fault drills on real Flink and Airflow (processes killed mid-rescale, a run two intervals late, restart loop, full disk, HA, PostgreSQL restarted, two
+## Fault drills on real Flink and Airflow (injected failures at every rescale step, processes killed mid-rescale, a run two intervals late, restart loop, full disk, HA, PostgreSQL restarted, two
 ## autoscalers, the restricted viewer; ~22 min).
 test-faults: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m faults

@@ -38,7 +38,8 @@ from tests.integration.test_rescale import (
     start,
 )
 
-pytestmark = pytest.mark.flink
+# Injected crashes and failures at every step (make test-faults, with the process-level drills; ~95 s alone).
+pytestmark = [pytest.mark.flink, pytest.mark.faults]
 
 ALL_AT_1 = {"Source: Source": 2, "Parse": 1, "Count": 1, "Sink: Writer": 1}
 

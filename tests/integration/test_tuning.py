@@ -33,7 +33,7 @@ from tests.helpers import free_port
 from tests.integration.conftest import FLINK_SH, wait_running
 from tests.integration.test_rescale import assert_state_continued, wait_counted
 
-pytestmark = [pytest.mark.flink, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.tuning_long]  # make test-tuning
 JOB, FLINK_JOB = "tune", "ds2-tune"
 ARGS = ["--job-name", FLINK_JOB, "--rate", "1000", "--keys", "100", "--source-parallelism", "1"]
 
@@ -64,7 +64,6 @@ def job_config(tmp_path: Path, env: dict[str, str], **tuning: object):
     return jobs[0]
 
 
-@pytest.mark.tuning_long
 def test_two_profiling_copies_run_beside_the_job_within_the_budget_and_are_cleaned_up(cluster):
     client, job_id, tmp_path, env = cluster
     site = LocalClusters(tmp_path / "profiles")
@@ -134,7 +133,6 @@ def test_a_recommended_configuration_is_applied_through_savepoint_and_restart_wi
     assert "execution.checkpointing.interval" in result.message and "replaced ['tm-1']" in result.message
 
 
-@pytest.mark.tuning_long
 def test_the_tuning_dag_profiles_recommends_applies_and_cleans_up(cluster):
     """The DAG with ``dag.test()`` on a temporary Airflow DB: a forced round of one copy at 256 MB per slot (the only
     memory candidate), the recommendation applied through savepoint-and-restart, the TUNING row marked applied."""
