@@ -35,7 +35,7 @@ from autoscaler.config.jobs import (
 from autoscaler.config.policy_options import PolicyOptions
 from autoscaler.errors import InputError
 from ds2_airflow.fleet import fleet_dag, fleets
-from ds2_airflow.operators.approval import approval_gate
+from ds2_airflow.operators.approval import gate
 from ds2_airflow.operators.boundaries import BoundarySnapshotOperator
 from ds2_airflow.operators.collect import FlinkCollectMetricsOperator
 from ds2_airflow.operators.policy import DS2PolicyOperator, WhatIfPolicyOperator
@@ -154,12 +154,8 @@ def scaling_dag(job: JobConfig) -> DAG:
         decided = decide()
         recorded = record()
         collect >> validate() >> policy >> decided
-        if job.approval.required:
-            approve = approval_gate("approve", f"Rescale {job.name} (epoch {EPOCH})?",
-                                    "{{ ti.xcom_pull(task_ids='decide', key='plan_markdown') }}", job.approval)  # fmt: skip
-            decided >> approve >> rescale
-        else:
-            decided >> rescale
+        gate(decided, rescale, f"Rescale {job.name} (epoch {EPOCH})?",
+             "{{ ti.xcom_pull(task_ids='decide', key='plan_markdown') }}", job.approval)  # fmt: skip
         decided >> recorded
         rescale >> recorded
     return dag

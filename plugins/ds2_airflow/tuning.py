@@ -21,7 +21,7 @@ from airflow.sdk import DAG, DeltaDataIntervalTimetable, Param, task
 from autoscaler.config.jobs import JobConfig
 from autoscaler.tuning.outcomes import APPLIED, FAILED, RECOMMENDED
 from ds2_airflow.hooks.flink import FlinkHook
-from ds2_airflow.operators.approval import approval_gate
+from ds2_airflow.operators.approval import gate
 from ds2_airflow.runtime import epoch_for, journal_dir, safe_run_id, store_root
 
 # The tuning core (scikit-learn among it) is imported by the tasks that run it, never when the DAG file is parsed:
@@ -111,11 +111,7 @@ def tuning_dag(job: JobConfig) -> DAG:
         result = run_round()
         branch = decide(result)
         applied = apply(result)
-        if job.approval.required:
-            approve = approval_gate("approve", f"Apply a new configuration to {job.name}?",
-                                    "{{ ti.xcom_pull(task_ids='tune', key='plan_markdown') }}", job.approval)  # fmt: skip
-            branch >> approve >> applied
-        else:
-            branch >> applied
+        gate(branch, applied, f"Apply a new configuration to {job.name}?",
+             "{{ ti.xcom_pull(task_ids='tune', key='plan_markdown') }}", job.approval)  # fmt: skip
         [result, applied] >> cleanup()
     return dag

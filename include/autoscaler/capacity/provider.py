@@ -118,10 +118,12 @@ def provider_for(settings: CapacitySettings, rest_url: str) -> CapacityProvider 
     raise InputError("capacity.provider", f"unknown provider {settings.provider!r}")
 
 
-def new_ids(job: str, epoch: int, count: int) -> list[str]:
-    """Resource ids for the TaskManagers added for ``job`` at ``epoch``: the same on a retry, so none is added twice."""
+def new_ids(job: str, epoch: int, count: int, prefix: str = "ds2") -> list[str]:
+    """Resource ids for the TaskManagers added for ``job`` at ``epoch``: the same on a retry, so none is added twice.
+
+    ``prefix``: what they are for (``ds2``: a rescale's capacity; ``cfg``: a tuning round's new memory)."""
     base = re.sub(r"[^A-Za-z0-9_-]", "-", job)[:40]
-    return [f"ds2-{base}-{epoch}-{i}" for i in range(1, count + 1)]
+    return [f"{prefix}-{base}-{epoch}-{i}" for i in range(1, count + 1)]
 
 
 def record_event(store_root: str | Path, job: str, epoch: int, event: dict[str, object]) -> None:

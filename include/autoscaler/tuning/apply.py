@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import time
 from pathlib import Path
 
 from autoscaler.capacity.inventory import Inventory
-from autoscaler.capacity.provider import ADD, RELEASE, CapacityError, CapacityProvider, event_row, record_event
+from autoscaler.capacity.provider import ADD, RELEASE, CapacityError, CapacityProvider, event_row, new_ids, record_event
 from autoscaler.config.options import SAVEPOINT_RESTART
 from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkRestClient
@@ -37,11 +36,6 @@ from autoscaler.tuning.configuration import Configuration
 from autoscaler.tuning.round import configuration_in_force
 
 SLOTS_FREED_S = 30.0  # three of Flink's default heartbeat intervals (heartbeat.interval 10 s): slot reports come with them
-
-
-def _tm_ids(job: str, epoch: int, count: int) -> list[str]:
-    base = re.sub(r"[^A-Za-z0-9_-]", "-", job)[:36]
-    return [f"cfg-{base}-{epoch}-{i}" for i in range(1, count + 1)]
 
 
 def apply_configuration(client: FlinkRestClient, deployment: JobDeployment, new: Configuration, action_id: str,
@@ -58,7 +52,7 @@ def apply_configuration(client: FlinkRestClient, deployment: JobDeployment, new:
                      "recommendation: no capacity provider starts TaskManagers with it (capacity.provider)")  # fmt: skip
     elif memory_changes and provider is not None:
         old_tms = [str(t["id"]) for t in client.get("/taskmanagers").get("taskmanagers", [])]
-        added = _tm_ids(job, epoch, math.ceil(new.slots / slots_per_tm))
+        added = new_ids(job, epoch, math.ceil(new.slots / slots_per_tm), prefix="cfg")
         tm_mb = new.taskmanager_mb(slots_per_tm, floor_mb)
         try:
             provider.add(added, memory_mb=tm_mb, managed_fraction=new.managed_fraction)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from itertools import product
 from typing import Any
 
@@ -164,7 +163,3 @@ def candidates(
             continue
         out.append(Configuration.of(scaled(base, slots) | dict(fixed), max(round(interval), 1), int(mb), fraction))
     return sorted(set(out), key=lambda c: c.key())
-
-
-def interval_of(value: str | timedelta) -> float:
-    return (value if isinstance(value, timedelta) else parse_duration(value, "checkpoint interval")).total_seconds()

@@ -229,11 +229,12 @@ class CopyRun:
         latest = (client.checkpoints(job_id).get("latest") or {}).get("completed") or {}
         killed_at = time.time()
         age_s = max(killed_at - int(latest.get("latest_ack_timestamp") or killed_at * 1000) / 1000, 0.0)
+        before = client.restarts(job_id) or 0
         self.site.kill_taskmanager(self.copy_id)
         end = time.monotonic() + self._left()
         while True:  # wait until Flink saw the loss (the job leaves RUNNING) and runs every task again
             job = next((j for j in client.jobs() if j.id == job_id), None)
-            if job is not None and job.all_running and client.restarts(job_id):
+            if job is not None and job.all_running and (client.restarts(job_id) or 0) > before:
                 break
             if time.monotonic() >= end:
                 raise TimeoutError(f"the copy did not recover from the lost TaskManager (last: {job})")

@@ -20,7 +20,7 @@ import math
 import re
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -251,7 +251,7 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
         predicted = f"max {best.max_rate:,.0f} records/s, recovery {recovery}, probability {best.p_feasible:.2f}"
         outcome = RECOMMENDED
         message = f"{ran}; recommended {best.configuration.key()} for {target:,.0f} records/s: predicted {predicted}"
-    result = RoundResult(round_id, outcome, message, in_force, replace(best) if best else None, tuple(profiles), current, target)
+    result = RoundResult(round_id, outcome, message, in_force, best, tuple(profiles), current, target)
     record_round(store_root, config.name, epoch, result)
     return result
 

@@ -34,3 +34,11 @@ def approval_gate(task_id: str, subject: str, body: str, approval: Any) -> Resca
         assigned_users=[{"id": u, "name": u} for u in approval.approvers] or None,
         retries=0,
     )
+
+
+def gate(upstream: Any, downstream: Any, subject: str, body: str, approval: Any) -> None:
+    """``upstream >> downstream``, through an approval gate when the job's ``approval`` section requires one."""
+    if approval.required:
+        upstream >> approval_gate("approve", subject, body, approval) >> downstream
+    else:
+        upstream >> downstream
