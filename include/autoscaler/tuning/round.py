@@ -32,7 +32,8 @@ from autoscaler.config.jobs import JobConfig
 from autoscaler.errors import InputError
 from autoscaler.flink import ids
 from autoscaler.flink.client import FlinkRestClient
-from autoscaler.policy.signals import damped_holt, typical_change
+from autoscaler.policy.base import history_epochs
+from autoscaler.policy.signals import VARIATION_CHANGES, damped_holt, typical_change
 from autoscaler.store.parquet import epoch_span, read_epochs, write_epochs
 from autoscaler.store.schemas import METRICS, PROFILES, TUNING
 from autoscaler.tuning.configuration import Configuration, candidates
@@ -41,7 +42,6 @@ from autoscaler.tuning.outcomes import NONE, RECOMMENDED, SKIPPED
 from autoscaler.tuning.profile import Budget, CopyArgs, Profile, max_sustainable_rate, run_round
 from autoscaler.tuning.site import ProfilingSite
 
-LOOKBACK_EPOCHS = 12  # the policy's own history window for rises and trends (options.history), in epochs
 MB = 1024 * 1024
 FAILED_RATE = 1.0  # records/s a configuration the job failed at is taken to sustain (see observation)
 
@@ -87,12 +87,13 @@ def _vertex_taskmanagers(client: FlinkRestClient, job_id: str, vertex_id: str) -
     return client.get(f"/jobs/{ids.job_id(job_id)}/vertices/{ids.vertex_id(vertex_id)}/taskmanagers").get("taskmanagers", [])
 
 
-def history(store_root: str | Path, job: str, in_force: Configuration) -> tuple[list[float], list[Observation]]:
-    """The arrival rate of each recent epoch (oldest first) and the job's own capacity at the configuration in force."""
+def history(store_root: str | Path, job: str, in_force: Configuration, lookback: int) -> tuple[list[float], list[Observation]]:
+    """The arrival rate of each of the last ``lookback`` epochs (oldest first) and the job's own capacity at the
+    configuration in force."""
     span = epoch_span(store_root, METRICS, job)
     if span is None:
         return [], []
-    rows = read_epochs(store_root, METRICS, job, range(max(span[0], span[1] - LOOKBACK_EPOCHS + 1), span[1] + 1)).to_pylist()
+    rows = read_epochs(store_root, METRICS, job, range(max(span[0], span[1] - lookback + 1), span[1] + 1)).to_pylist()
     by_epoch: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
         by_epoch.setdefault(r["epoch"], []).append(r)
@@ -137,7 +138,7 @@ def forecast(arrivals: Sequence[float], horizon_epochs: float) -> tuple[float | 
     current = arrivals[-1]
     ahead = max(damped_holt(arrivals, horizon_epochs), 0.0)
     noise = typical_change(arrivals)
-    return current, ahead, len(arrivals) > 3 and abs(ahead - current) > noise
+    return current, ahead, len(arrivals) > VARIATION_CHANGES and abs(ahead - current) > noise
 
 
 def _write(store_root: str | Path, table: Any, job: str, rows: list[dict[str, Any]]) -> None:
@@ -189,8 +190,11 @@ def tune(config: JobConfig, client: FlinkRestClient, store_root: str | Path, epo
     settings = config.tuning
     round_id = f"{round_prefix(config.name)}-{epoch}"
     in_force, slots_per_tm, backend = configuration_in_force(client, config.flink_job_name)
-    arrivals, own = history(store_root, config.name, in_force)
     horizon = max(settings.max_minutes * 60 / config.interval.total_seconds(), 1.0)
+    # As far back as the job's policy reads its history, or as the round looks ahead if that is longer, plus the
+    # changes the noise estimate needs (typical_change): a forecast on no less evidence than the policy has.
+    lookback = max(history_epochs(config.policy), math.ceil(horizon)) + VARIATION_CHANGES + 1
+    arrivals, own = history(store_root, config.name, in_force, lookback)
     current, ahead, change = forecast(arrivals, horizon)
     target = rate if rate is not None else (max(ahead, current) if ahead is not None and current is not None else None)
     if target is None or target <= 0:
