@@ -10,6 +10,9 @@ Two arms on the same job, machine and phases, each on a fresh cluster of its own
   rate within a budget, fits its model on every profile so far and the job's own windows, and the recommendation
   is applied through savepoint-and-restart (new TaskManagers with its memory via the local capacity provider).
 
+The tuned arm is given each phase's rate as its target (``tune(..., rate=...)``, what a person's round may give):
+an oracle for its forecast, where the parallelism-only arm measures the load itself. Its results are labelled so.
+
 In both, the phase is then measured as the job runs it: slots and memory held, whether it sustains the rate (DS2's
 max rate from counter deltas over a window), and the recovery after a TaskManager is killed (kill -> all tasks
 running, with a replacement of the same memory started at once, as Kubernetes would restart the pod). The job: the
@@ -201,7 +204,9 @@ def run_arm(arm: str, phases: list[int]) -> list[dict[str, Any]]:
 
 
 def report(rows: list[dict[str, Any]], conditions: dict[str, Any]) -> str:
-    lines = ["# Multi-configuration tuning against parallelism-only tuning", "", machine_line(conditions),
+    lines = ["# Multi-configuration tuning against parallelism-only tuning", "",
+             "**Oracle input:** the tuned arm was given each phase's rate as its target; the parallelism-only arm "
+             "measured the load.", "", machine_line(conditions),
              f"- job: test job, {' '.join(JOB_ARGS[2:])}; phases at {conditions['phases']} records/s; recovery target "
              f"{RECOVERY_TARGET}; one TaskManager of 4 slots, 2 GiB to start with", "",
              "| arm | phase | rate | configuration | slots | memory MB | max rate | sustains | recovery s | adapt s "
