@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXAMPLE := examples/ds2-wordcount
 
-.PHONY: setup demo demo-ui offline test test-tuning test-faults test-kafka test-install test-py313 wheel test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
+.PHONY: setup demo demo-ui offline test test-scheduler test-tuning test-faults test-kafka test-install test-py313 wheel test-lab test-fast lint bench bench-dag lab sim-sweep sim-frontier sim-fidelity clean up down flink-install flink-up flink-up-adaptive flink-down \
 	flink-status flink-job airflow-up airflow-down airflow-status postgres-up postgres-down postgres-status \
 	prometheus-up prometheus-down prometheus-status kafka-up kafka-down kafka-status s3proxy-up s3proxy-down s3proxy-status zookeeper-up zookeeper-down zookeeper-status cluster-up cluster-status cluster-down cluster-test cluster-test-s3 test-s3
 
@@ -31,7 +31,12 @@ down:
 ## Everything CI runs: lint, unit tests, Spark tests.
 test: setup
 	$(VENV)/bin/ruff check .
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long and not install and not object_store_dag and not tuning_long"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long and not install and not object_store_dag and not tuning_long and not scheduler_long"
+
+## The fleet path and the flag-less SQL jobs under a real Airflow scheduler (~5 min). make test keeps the approval
+## gate and backfill under the scheduler; test_sql_job and the fleet policy's Spark and unit tests stay in it.
+test-scheduler: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m scheduler_long
 
 ## Multi-configuration tuning on real Flink: two profiling copies beside a running job, a configuration applied, the DAG (~4 min).
 test-tuning: setup

@@ -29,7 +29,7 @@ from tests.integration.airflow_fixtures import AirflowServer
 from tests.integration.conftest import FlinkCluster
 from tests.integration.scaling_setup import environment, job_entry
 
-pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.scheduler_long]
 INTERVAL_S = 15
 
 

@@ -31,7 +31,7 @@ from tests.helpers import poll
 from tests.integration.conftest import wait_running
 from tests.integration.scaling_setup import environment
 
-pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.scheduler_long]
 INTERVAL_S = 20
 SCRIPT = ROOT / "flink-job" / "sql" / "user-counts.sql"
 AGGREGATE = "GroupAggregate -> Calc -> Sink: user_counts"  # with the print sink the tests read
