@@ -54,6 +54,10 @@ def test_defaults():
         ({"policy": {"activation_epochs": 0}}, "policy.activation_epochs: must be an integer >= 1"),
         ({"policy": {"cooldown": "soon"}}, "policy.cooldown: expected a duration like 30s"),
         ({"policy": {"facter": 1}}, "job 'wc': policy.facter: unknown field"),
+        (
+            {"policy": {"kind": "ds2_plus", "catch_up_duration": "10s", "restart_time": "5s"}},
+            "job 'wc': policy.catch_up_duration: 10 s is not longer than what a change takes (decision latency 7 s + restart 5 s)",
+        ),
         ({"mechanism": "yolo"}, "job 'wc': mechanism: must be one of auto, savepoint-restart, in-place, got 'yolo'"),
         ({"policy_interval": "7s"}, "policy_interval: 0:00:07 must divide a day"),
         ({"policy_interval": "1s"}, "policy_interval: must be at least 5 s"),

@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 import pytest
 
 from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.errors import InputError
 from autoscaler.policy.base import EpochWindows, OperatorWindow, history_epochs, policy_for
-from autoscaler.policy.ds2_plus import rises, steady_rise
+from autoscaler.policy.ds2_plus import Clock, rises, steady_rise
 from autoscaler.policy.signals import damped_holt, hot_share, scalability, typical_change
 from tests.helpers import topology
 
@@ -121,6 +122,22 @@ def test_the_kind_reads_its_history_window_and_drains_in_two_intervals():
     assert history_epochs(options()) == 60
     assert options().effective("catch_up_duration") == 120.0
     assert options(catch_up_duration=300.0).effective("catch_up_duration") == 300.0
+
+
+def test_the_own_deadline_is_the_first_decided_epoch_after_the_change_takes_effect():
+    # 7 s + 4 s < one 60-s interval: the epoch spanning the restart is a warm-up, the next one ends drained.
+    assert Clock.of(options()).catch_up == 120.0 and Clock.of(options()).drain == 109.0
+    # At a 10-s interval the change takes 11 s: it ends in the second epoch, and the third is the first decided.
+    assert Clock.of(options(interval=10.0)).catch_up == 30.0 and Clock.of(options(interval=10.0)).drain == 19.0
+
+
+def test_a_set_deadline_no_change_can_meet_is_refused_or_stretched_and_said():
+    with pytest.raises(InputError, match=r"--catch-up-duration.*10 s is not longer than what a change takes"):
+        options(catch_up_duration=10.0).check_catch_up()
+    # A measured restart that outgrows a set deadline: the kind's own deadline, and the reason says so.
+    clock = Clock.of(replace(options(catch_up_duration=20.0), restart_time=30.0))
+    assert clock.stretched and clock.catch_up == 120.0 and clock.drain == 83.0
+    assert "the set catch-up deadline passes before a change takes effect" in clock.words()
 
 
 def test_a_hot_key_is_sized_by_the_busiest_instance():

@@ -229,6 +229,7 @@ def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
     values = {k: v.total_seconds() if isinstance(v, timedelta) else v for k, v in values.items()}
     try:
         options = PolicyOptions(**values)
+        options.check_catch_up()
     except InputError as exc:
         raise f.error(exc.source.lstrip("-").replace("-", "_"), exc.problem) from None
     stability = {o.name: f.option(o) for o in STABILITY_OPTIONS}

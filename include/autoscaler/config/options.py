@@ -138,8 +138,10 @@ BACKLOG_THRESHOLD = Option(
 CATCH_UP_DURATION = Option(
     "policy.catch_up_duration", "duration", None,
     "utilization, ds2_plus: the time a backlog (sources' pending records) should be worked off in (none: the kind's "
-    "own, 30m for utilization as Flink's job.autoscaler.catch-up.duration; for ds2_plus two policy intervals, so "
-    "that a backlog found at one epoch's end is gone by the end of the first epoch decided after its rescale).", 1,
+    "own, 30m for utilization as Flink's job.autoscaler.catch-up.duration; for ds2_plus the end of the first epoch "
+    "decided after the rescale: two policy intervals while a change takes less than one, three while it takes less "
+    "than two, ...). For ds2_plus a set value must be longer than decision_latency + restart_time; a measured restart "
+    "that outgrows it is met by the kind's own deadline, and the decision says so.", 1,
 )  # fmt: skip
 RESTART_TIME = Option(
     "policy.restart_time", "duration", None,

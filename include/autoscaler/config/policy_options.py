@@ -58,9 +58,15 @@ KIND_DEFAULTS: dict[str, dict[str, float]] = {
     # rules (utilization's band, ds2_plus's restart term, rules' epochs in a row), so none is ignored on top.
     "ds2": {"ignore_scale_down_by": 1},
 }  # fmt: skip
-# ds2_plus's catch-up, in policy intervals: a backlog found at an epoch's end is gone by the end of the first
-# epoch decided after the rescale it causes (the epoch after a rescale is its warm-up and decides nothing).
-DRAIN_INTERVALS = 2
+
+
+def catch_up_deadline(interval: float, owed: float) -> float:
+    """ds2_plus's own catch-up: a backlog found at an epoch's end is gone by the end of the first epoch decided after
+    the rescale it causes. The change takes effect ``owed`` s after the epoch's end; the epoch it falls in spans the
+    restart (a warm-up, deciding nothing); the one after it is the first decided: two intervals while a change takes
+    less than one, three while it takes less than two, and so on. Always longer than ``owed`` by at least an interval.
+    """
+    return (math.floor(owed / interval + 1e-9) + 2) * interval
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,16 @@ class PolicyOptions:
             if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
                 raise InputError(f"--{name.replace('_', '-')}", f"must be an integer >= 1, got {getattr(self, name)!r}")
 
+    def check_catch_up(self) -> None:
+        """Refuse a ds2_plus deadline that passes before a change has taken effect: no size could drain a backlog by
+        it. Checked on the options as configured, not in ``__post_init__``: a run fills a measured restart in later,
+        and one that outgrows the deadline is met by the kind's own (:class:`autoscaler.policy.ds2_plus.Clock`)."""
+        takes = self.decision_latency + (self.restart_time or 0.0)
+        if self.kind == "ds2_plus" and self.catch_up_duration is not None and self.catch_up_duration <= takes:
+            raise InputError("--catch-up-duration", f"{self.catch_up_duration:g} s is not longer than what a change takes "
+                             f"(decision latency {self.decision_latency:g} s + restart {self.restart_time or 0:g} s): "
+                             "no size could drain a backlog by it")  # fmt: skip
+
     def resolved(self, topology: Topology) -> PolicyOptions:
         """The same options with operator names replaced by ids (unknown operators are errors)."""
         return replace(
@@ -186,7 +202,7 @@ class PolicyOptions:
         """Option ``name`` as set, else the kind's own default (:data:`KIND_DEFAULTS`; None: the kind has none)."""
         value = getattr(self, name)
         if value is None and self.kind == "ds2_plus" and name == "catch_up_duration":
-            return DRAIN_INTERVALS * self.interval
+            return catch_up_deadline(self.interval, self.decision_latency + (self.effective("restart_time") or 0.0))
         return value if value is not None else KIND_DEFAULTS.get(self.kind, {}).get(name)
 
     def scale_down_limit(self) -> float | None:

@@ -49,7 +49,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from autoscaler.config.policy_options import PolicyOptions
+from autoscaler.config.policy_options import PolicyOptions, catch_up_deadline
 from autoscaler.policy.base import (
     INEFFECTIVE_SCALE_UP,
     Decision,
@@ -87,11 +87,18 @@ class Clock:
     latency: float  # epoch end -> the rescale starts
     restart: float  # the rescale's downtime (measured, else the prior)
     catch_up: float  # the deadline a backlog found now is worked off by
+    stretched: bool = False  # the set deadline passed before a change took effect: the kind's own deadline instead
 
     @classmethod
     def of(cls, options: PolicyOptions) -> Clock:
-        return cls(options.interval, options.decision_latency, options.effective("restart_time") or 0.0,
-                   options.effective("catch_up_duration") or 2 * options.interval)  # fmt: skip
+        restart = options.effective("restart_time") or 0.0
+        owed = options.decision_latency + restart
+        catch_up = options.effective("catch_up_duration") or catch_up_deadline(options.interval, owed)
+        # Options refuse a set deadline shorter than a set restart; a measured restart can still outgrow it.
+        stretched = catch_up <= owed
+        if stretched:
+            catch_up = catch_up_deadline(options.interval, owed)
+        return cls(options.interval, options.decision_latency, restart, catch_up, stretched)
 
     def horizon(self, change: bool) -> float:
         """Until a further decision can take effect: the next decided epoch's end, then its decision and restart.
@@ -111,8 +118,16 @@ class Clock:
 
     @property
     def drain(self) -> float:
-        """Seconds a new size has to work its backlog off in: the deadline less what the change takes."""
-        return max(self.catch_up - self.owed, self.interval / 2)
+        """Seconds a new size has to work its backlog off in: the deadline less what the change takes (> 0 by
+        :meth:`of`)."""
+        return self.catch_up - self.owed
+
+    def words(self) -> str:
+        """How a new size drains, for the decision's reason."""
+        text = f"which owes {self.owed:g} s of input and drains in {self.drain:g} s"
+        if self.stretched:
+            text += " (the set catch-up deadline passes before a change takes effect: the first decided epoch's end)"
+        return text
 
 
 def rises(series: Sequence[float], horizon: int) -> list[float]:
@@ -321,8 +336,8 @@ def evaluate_epoch(
         kept, kept_words = _size(op, w, need["keep"], options, epochs)
         capacity = w.true_processing_rate / current
         why = f"source: {demands[op].words}; " if source else ""
-        why += (f"steady + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size (which owes "
-               f"{clock.owed:g} s of input and drains in {clock.drain:g} s); capacity {capacity:,.1f} r/s each")  # fmt: skip
+        why += (f"steady + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size ({clock.words()}); "
+               f"capacity {capacity:,.1f} r/s each")  # fmt: skip
         if kept > current:
             raw, words = _size(op, w, need["change"], options, epochs)
             why += words + f": scale up to {raw}"
