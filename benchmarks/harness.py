@@ -54,10 +54,23 @@ def load_script(name: str, path: Path) -> Any:
     return module
 
 
+def _commit() -> str:
+    """The checkout's commit, ``+changes`` when tracked files differ from it: what code a result came from."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def machine() -> dict[str, Any]:
-    """When and on what a benchmark ran: date, cores, CPU, RAM, OS, Python, Java, load at the start."""
+    """When, on what and from which commit a benchmark ran: date, commit, cores, CPU, RAM, OS, Python, Java, load."""
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
         "cores": os.cpu_count(),
         "cpu": _cpu_model(),
         "ram_gb": _ram_gb(),

@@ -1,9 +1,10 @@
 """The policy lab: the same workloads, several policies, measured against ground truth.
 
     .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy KIND[-RUN][,...] --out DIR [--inputs oracle]
-    .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab] [--inputs oracle]
+    .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab/<attempt>] [--inputs oracle]
                                               [--policies ds2_plus --runs 3]
     .venv/bin/python scripts/ds2_lab.py compare DIR ...
+    .venv/bin/python scripts/ds2_lab.py index    # benchmarks/lab/README.md: every attempt folder
     .venv/bin/python scripts/ds2_lab.py replay data/lab/<scenario>-<kind> ...   # what a policy change moves
     .venv/bin/python scripts/ds2_lab.py ground-truth SCENARIO.yaml ... [--remeasure]
 
@@ -51,6 +52,7 @@ from autoscaler.config.options import MAX_LATE_EPOCHS, POLICY_KINDS
 from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.bounds import floors_table
 from autoscaler.lab.epochs_record import epoch_record
+from autoscaler.lab.index import index_md, record_commit
 from autoscaler.lab.replay import replay
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
@@ -63,6 +65,8 @@ GROUND_TRUTH = ROOT / "benchmarks" / "ground-truth.json"
 OPERATORS = ["Source: Source", *SCALED]
 INPUTS = ("honest", "oracle")
 STARTUP_S = 90  # Spark and Airflow start before the first epoch (a loaded machine needs margin)
+LAB = ROOT / "benchmarks" / "lab"  # one folder per attempt, indexed in its README.md (autoscaler/lab/index.py)
+BASELINE_RUNS = LAB / "2026-11-25-honest"  # the baselines' last runs on real Flink
 WORK = ROOT / "data" / "lab"  # the stacks' folders (Flink, Airflow, the store), kept after a run
 
 
@@ -193,6 +197,8 @@ def write_result(scenario: Scenario, policy: str, inputs: str, rows: list[EpochR
     tmp = out / ".result.json.tmp"
     tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
     tmp.replace(out / "result.json")  # last: a result.json means the run is complete
+    if out.resolve().is_relative_to(LAB.resolve()):
+        record_commit(LAB.resolve(), out.resolve(), conditions["commit"])
     log(f"{scenario.name} under {policy}: {out / 'result.json'}")
 
 
@@ -268,7 +274,8 @@ def main() -> int:
             help="honest (records out + pendingRecords growth, default) or oracle (the test job's rate gauge)",
         )
     s.add_argument("scenarios", type=Path, nargs="*")
-    s.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "lab")
+    s.add_argument("--out", type=Path, default=None,
+                   help="the attempt's folder (default benchmarks/lab/sweep-<commit>: a rerun resumes)")  # fmt: skip
     s.add_argument("--policies", help="kinds to run, joined by commas (default: every kind)")
     s.add_argument("--runs", type=int, default=1, help="runs of each kind per scenario, side by side (labels kind, kind-2, ...)")
     s.add_argument(
@@ -285,10 +292,10 @@ def main() -> int:
     y = sub.add_parser("tally", help="the score: every kind's targets by majority over its runs, per scenario")
     y.add_argument("kind", help="the kind under test, read from dirs (the baselines are read from --baselines)")
     y.add_argument("dirs", type=Path, nargs="+")
-    y.add_argument("--baselines", type=Path, default=ROOT / "benchmarks" / "lab", help="the baselines' runs")
+    y.add_argument("--baselines", type=Path, default=BASELINE_RUNS, help="the baselines' runs")
     f = sub.add_parser("floors", help="per scenario, the cheapest any policy can be while it meets the other targets")
     f.add_argument("scenarios", type=Path, nargs="*")
-    f.add_argument("--baselines", type=Path, default=ROOT / "benchmarks" / "lab", help="the baselines' runs (their under)")
+    f.add_argument("--baselines", type=Path, default=BASELINE_RUNS, help="the baselines' runs (their under)")
     f.add_argument("--no-drain", action="store_true", help="leave out the backlog and the drain target (a lower floor)")
     f.add_argument(
         "--scale-down-wait",
@@ -296,6 +303,7 @@ def main() -> int:
         default=0.0,
         help="seconds of the lower load seen before a scale-down (a policy's scale-down wait)",
     )
+    sub.add_parser("index", help=f"write {LAB / 'README.md'}: every attempt folder, what it was, its runs and commits")
     sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
     j = sub.add_parser("rejudge", help="recompute finished runs' figures from their stores")
     j.add_argument("dirs", type=Path, nargs="+")
@@ -307,6 +315,10 @@ def main() -> int:
     for p in (r, s, g, j, f):
         p.add_argument("--ground-truth", type=Path, default=GROUND_TRUTH, help="the curves' cache (JSON)")
     args = parser.parse_args()
+    if args.command == "index":
+        (LAB / "README.md").write_text(index_md(LAB), encoding="utf-8")
+        print(LAB / "README.md")
+        return 0
     if args.command == "compare":
         results = [json.loads(p.read_text()) for d in args.dirs for p in sorted(d.rglob("result.json"))]
         if not results:
@@ -366,6 +378,7 @@ def main() -> int:
             print(f"{scenario.name}: knife edges: {'; '.join(gt.knife_edges(scenario, truth)) or 'none'}")
         return 0
     paths = args.scenarios or sorted(SCENARIOS.glob("*.yaml"))
+    args.out = args.out or LAB / f"sweep-{machine()['commit'][:7]}"  # a run from changed files is not resumable as one
     kinds = args.policies.split(",") if args.policies else list(POLICY_KINDS)
     for kind in kinds:
         kind_of(kind)

@@ -7,9 +7,10 @@
     .venv/bin/python scripts/ds2_sim.py targets [--before frontier]  # the default's targets: benchmarks/sim/targets.md
     .venv/bin/python scripts/ds2_sim.py guard [--record]   # the small sweep make test holds each kind's point to
 
-``fidelity`` replays each real run with the policy it ran: the run's commit is read from its
-folder's README ("frozen clone at X", or a line naming its scenario and "commit X"), else it is the
-parent of the commit that added its result. Runs are grouped by the content of that commit's
+``fidelity`` replays each real run with the policy it ran: the run's commit is the one it recorded
+(its ``conditions``, or ``benchmarks/lab/commits.json``), else read from its attempt's README ("frozen
+clone at X", or a line naming its scenario and "commit X"), else the parent of the commit that added
+its result. Runs are grouped by the content of that commit's
 policy, decide and config code; each group runs in a tree that is today's ``include/`` with those
 three folders as they were (model, collector and judge stay today's).
 """
@@ -35,6 +36,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
+from autoscaler.lab.index import read_commits  # noqa: E402
 from autoscaler.lab.sim import fidelity as F  # noqa: E402
 from autoscaler.lab.sim import sweep as S  # noqa: E402
 from autoscaler.lab.sim.calibration import calibrate  # noqa: E402
@@ -43,6 +45,7 @@ from autoscaler.lab.sim.report import fidelity_md, scenario_md, sweep_md  # noqa
 
 BENCH = ROOT / "benchmarks"
 SIM = BENCH / "sim"
+LAB = BENCH / "lab"
 CACHE = ROOT / ".cache" / "sim-code"
 POLICY_CODE = ("include/autoscaler/policy", "include/autoscaler/decide", "include/autoscaler/config")
 HEX = re.compile(r"[0-9a-f]{7,40}")
@@ -54,8 +57,12 @@ def git(*args: str) -> str:
 
 def run_commit(result: Path) -> str:
     """The commit whose code a real run ran (see the module's doc)."""
-    scenario = json.loads(result.read_text())["scenario"]
-    top = BENCH / result.relative_to(BENCH).parts[0]
+    data = json.loads(result.read_text())
+    recorded = data.get("conditions", {}).get("commit") or read_commits(LAB).get(str(result.parent.relative_to(LAB)))
+    if recorded:
+        return git("rev-parse", recorded.removesuffix("+changes"))
+    scenario = data["scenario"]
+    top = LAB / result.relative_to(LAB).parts[0]
     readme = top / "README.md"
     if readme.exists():
         text = readme.read_text()
@@ -67,7 +74,7 @@ def run_commit(result: Path) -> str:
         m = re.search(r"frozen\s+clone\s+at\s+(?:commit\s+)?([0-9a-f]{7,40})", text)
         if m:
             return git("rev-parse", m[1])
-    added = git("log", "--diff-filter=A", "--format=%H", "-1", "--", str(result.relative_to(ROOT)))
+    added = git("log", "--follow", "--diff-filter=A", "--format=%H", "-1", "--", str(result.relative_to(ROOT)))
     return git("rev-parse", f"{added}^")
 
 

@@ -56,7 +56,7 @@ def test_defaults():
         ({"policy": {"facter": 1}}, "job 'wc': policy.facter: unknown field"),
         (
             {"policy": {"kind": "ds2_plus", "catch_up_duration": "10s", "restart_time": "5s"}},
-            "job 'wc': policy.catch_up_duration: 10 s is not longer than what a change takes (decision latency 7 s + restart 5 s)",
+            "policy.catch_up_duration: 10 s is not longer than what a change takes (decision latency 7 s + restart 5 s)",
         ),
         ({"mechanism": "yolo"}, "job 'wc': mechanism: must be one of auto, savepoint-restart, in-place, got 'yolo'"),
         ({"policy_interval": "7s"}, "policy_interval: 0:00:07 must divide a day"),

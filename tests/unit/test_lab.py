@@ -170,7 +170,7 @@ def test_a_kind_run_several_times_is_reported_by_median_and_range():
 
     from autoscaler.lab.report import runs_table
 
-    base = json.loads((ROOT / "benchmarks" / "lab" / "step-up-down" / "ds2" / "result.json").read_text())
+    base = json.loads((ROOT / "benchmarks" / "lab" / "2026-11-25-honest" / "step-up-down" / "ds2" / "result.json").read_text())
     runs = []
     for n, (rescales, under) in enumerate(((3, 90.0), (5, 30.0), (4, 60.0)), start=1):
         r = json.loads(json.dumps(base)) | {"policy": "ds2_plus" if n == 1 else f"ds2_plus-{n}", "kind": "ds2_plus", "run": n}
@@ -180,3 +180,29 @@ def test_a_kind_run_several_times_is_reported_by_median_and_range():
     assert table.count("\n") == 2  # header, rule, one row: ds2 ran once
     row = table.splitlines()[-1]
     assert row.startswith("| step-up-down | ds2_plus | honest | 3 | 4 [3–5] | 60 [30–90] |")
+
+
+def test_the_lab_index_names_every_attempt_and_every_runs_commit():
+    from autoscaler.lab.index import index_md, read_commits
+
+    lab = ROOT / "benchmarks" / "lab"
+    # The committed index is the folders' own: an attempt added without `ds2_lab.py index` fails here.
+    assert (lab / "README.md").read_text(encoding="utf-8") == index_md(lab)
+    runs = {str(p.parent.relative_to(lab)) for p in lab.rglob("result.json")}
+    commits = read_commits(lab)
+    assert runs == set(commits), sorted(runs ^ set(commits))
+    assert all(len(sha) == 40 for sha in commits.values())
+
+
+def test_a_new_run_is_indexed_with_its_commit(tmp_path):
+    import json
+
+    from autoscaler.lab.index import index_md, read_commits, record_commit
+
+    run = tmp_path / "confirm-1" / "noise" / "ds2_plus"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"scenario": "noise", "policy": "ds2_plus", "inputs": "honest"}))
+    (tmp_path / "confirm-1" / "README.md").write_text("# Confirmation, part 1\n")
+    record_commit(tmp_path, run, "a" * 40)
+    assert read_commits(tmp_path) == {"confirm-1/noise/ds2_plus": "a" * 40}
+    assert "| [confirm-1](confirm-1/) | Confirmation, part 1 | 1 | ds2_plus | 1 | honest | aaaaaaa |" in index_md(tmp_path)

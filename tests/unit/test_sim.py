@@ -109,7 +109,7 @@ def test_seeds_change_the_load_and_the_timings_not_the_scenario():
 
 def test_the_open_loop_reproduces_a_real_runs_epochs():
     """A committed real run with its own rescales imposed: the simulated epochs measure what Flink measured."""
-    real = fidelity.read_real_run(BENCH / "lab-ds2plus-r14" / "diurnal-sine" / "ds2_plus" / "result.json")
+    real = fidelity.read_real_run(BENCH / "lab" / "ds2plus-r14" / "diurnal-sine" / "ds2_plus" / "result.json")
     scenario = load_scenario(BENCH / "scenarios" / "diurnal-sine.yaml")
     run = simulate(scenario, real.kind, TRUTH, CALIBRATION, 1, script=fidelity.open_loop_script(real))
     errors = fidelity.open_loop_errors(real, run.rows)

@@ -11,7 +11,7 @@
 - ``sample_age_s``: how old the counters a snapshot reads may be: Flink's REST metric store
   refreshes every ``metrics.fetcher.update-interval`` (2 s in ``conf/flink/config.yaml.in``).
 
-``measure`` reads them off the committed real runs (``benchmarks/lab*/**/report.md``) and writes
+``measure`` reads them off the committed real runs (``benchmarks/lab/**/report.md``) and writes
 ``benchmarks/sim/calibration.json``; each value names where it came from.
 """
 

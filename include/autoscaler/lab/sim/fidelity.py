@@ -108,7 +108,7 @@ def read_real_run(result_path: Path) -> RealRun:
 def honest_runs(root: Path) -> list[Path]:
     """Every honest real run's result.json under ``root`` (benchmarks/), oldest folder first."""
     out = []
-    for path in sorted(root.glob("lab*/**/result.json")):
+    for path in sorted(root.glob("lab/**/result.json")):
         result = json.loads(path.read_text(encoding="utf-8"))
         if result.get("inputs", "oracle") == "honest":
             out.append(path)
