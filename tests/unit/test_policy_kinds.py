@@ -61,7 +61,7 @@ def test_utilization_defers_a_scale_down_for_its_interval_then_takes_the_largest
     low = epoch(8, 5_000 / 45_600, rate=5_000)  # 11 % busy: wants 2 (bounded by -40 % per step: 5)
     assert history_epochs(PolicyOptions(kind="utilization", **options)) == 4
     assert targets("utilization", low, [], **options)["count"] == 8
-    assert "deferred" in reasons("utilization", low, [], **options)["count"]
+    assert "a scale-down to 5 waits: 0 of the 4 epochs" in reasons("utilization", low, [], **options)["count"]
     history = [EpochWindows(e, epoch(8, 6_000 / 45_600, rate=6_000)) for e in range(1, 5)]
     assert targets("utilization", low, history, **options)["count"] == 5  # max(-40 % floor 5, ...)
     gap = history[:2] + history[3:]  # one quarantined epoch: not recommended for the whole interval
@@ -151,7 +151,7 @@ def test_flink_checks_the_band_over_the_deferred_targets():
     w = chain(4, 0.1, 4, 20_000 / 22_800, 20_000)
     got = targets("utilization", w)
     assert got == {"src": 2, "parse": 4, "count": 4}
-    assert "scale-down deferred" in reasons("utilization", w)["parse"]
+    assert "a scale-down to 3 waits" in reasons("utilization", w)["parse"]
     assert targets("utilization", w, scale_down_interval=0.0) == {"src": 2, "parse": 3, "count": 6}  # both change now
 
 

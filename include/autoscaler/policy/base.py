@@ -14,8 +14,9 @@ columns, ``evaluate_columns``: :mod:`autoscaler.policy.columns`), and its name i
 :data:`autoscaler.config.options.POLICY_KINDS`: that tuple is the one registry of kinds (the
 jobs config, the Spark job, the lab and this module all read it). Every kind runs unchanged on
 Python and on Spark (:mod:`autoscaler.engine.spark.decisions`). What every kind shares lives
-here: the completeness check, the sources' arrival rate and its words, and the bounds, key-group
-alignment and scale-down limit a proposal passes (:func:`bounded`), each written once.
+here: the completeness check, the sources' arrival rate and its words, the propagation of rates
+through the graph (:func:`flow`), the scale-down wait (:func:`scale_down_wait`), and the bounds,
+key-group alignment and scale-down limit a proposal passes (:func:`bounded`), each written once.
 """
 
 from __future__ import annotations
@@ -268,6 +269,43 @@ def bounded(op: str, proposal: int, window: OperatorWindow, options: PolicyOptio
             why += f"; aligned to {aligned} ({key_groups} key groups)"
         target = aligned
     return target, why
+
+
+@dataclass(frozen=True)
+class PastProposal:
+    """What a kind would have proposed for an operator in an earlier epoch, at the size it ran then."""
+
+    epoch: int
+    parallelism: int
+    proposal: int
+
+
+def scale_down_wait(current: int, today: int, past: Sequence[PastProposal], epoch: int, needed: int,
+                    wait_s: float) -> tuple[int, str]:  # fmt: skip
+    """The one scale-down wait of every kind that waits (the Flink autoscaler's scale-down interval and its
+    ``DelayedScaleDown``): ``today``'s proposal below ``current`` is taken only once each of the ``needed`` epochs
+    before ``epoch`` ran at ``current`` and proposed less too. An absent epoch (quarantined, never collected) did
+    not, and one at another size means a rescale within the wait. The size then is the largest proposal of the wait
+    and today's, so that every epoch the wait saw would have been carried. ``past``: the kind's proposals for the
+    epochs it could size, in any order. Returns (target, the words that say why)."""
+    if today >= current:
+        return today, ""
+    by_epoch = {p.epoch: p for p in past}
+    wait = [by_epoch.get(e) for e in range(epoch - needed, epoch)]
+    held = 0
+    for p in reversed(wait):
+        if p is None or p.parallelism != current:
+            break
+        held += 1
+    if held < needed:
+        return current, (f"; a scale-down to {today} waits: {held} of the {needed} epochs of scale_down_interval "
+                         f"({wait_s:g} s) ran at {current}")  # fmt: skip
+    for p in wait:
+        if p is not None and p.proposal >= current:
+            return current, f"; a scale-down to {today} waits: the load of epoch {p.epoch} needed {current}"
+    target = max([today, *(p.proposal for p in wait if p is not None)])
+    return target, (f"; {wait_s:g} s at {current}, each epoch of it proposing less: the largest of the wait's "
+                    f"proposals and today's, {target}")  # fmt: skip
 
 
 def keep(topology: Topology, windows: Mapping[str, OperatorWindow], op: str, reason: str, status: str = "ok") -> Decision:

@@ -32,8 +32,10 @@ Scale-downs, never while a source owes more than ``drained_lag`` of its input:
 - **release**: once the backlog is drained, capacity the last scale-up bought beyond the steady size
   of its own epoch is returned at once, to the larger of that steady size and today's: it was bought
   for a known, finished purpose;
-- **steady**: a load that fell is followed once the operator has run ``scale_down_interval`` at its
-  size with no rescale and the job's rises are its own (not the prior's), to the size a change needs.
+- **steady**: a load that fell is followed once the job's rises are its own (not the prior's) and the
+  operator has waited ``scale_down_interval`` at its size, every epoch of it proposing less (each at
+  today's steady rise); it then goes to the largest size the wait's epochs and today's need: every
+  kind's one wait, :func:`autoscaler.policy.base.scale_down_wait`.
 
 Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`). A source the
 job lets move (:func:`autoscaler.policy.base.source_kept`) is sized as any operator, for its own
@@ -55,9 +57,11 @@ from autoscaler.policy.base import (
     Decision,
     EpochWindows,
     OperatorWindow,
+    PastProposal,
     bounded,
     flow,
     keep,
+    scale_down_wait,
     source_arrival,
     source_decision,
     source_kept,
@@ -256,13 +260,6 @@ def _last_scale_up_epoch(op: str, epochs: Sequence[EpochWindows]) -> int | None:
     return None
 
 
-def _held(op: str, epochs: Sequence[EpochWindows], epoch: int, needed: int) -> bool:
-    """Whether ``op`` ran at its current size in each of the ``needed`` epochs before ``epoch`` (none missing)."""
-    recent = {e.epoch: e.windows[op].parallelism for e in epochs}
-    current = epochs[-1].windows[op].parallelism
-    return all(recent.get(e) == current for e in range(epoch - needed, epoch))
-
-
 def _scale_down(topology: Topology, op: str, epochs: Sequence[EpochWindows], epoch: int,
                 demands: Mapping[str, SourceDemand], source_rates: Mapping[str, float], clock: Clock,
                 options: PolicyOptions) -> tuple[int, str] | None:  # fmt: skip
@@ -289,16 +286,17 @@ def _scale_down(topology: Topology, op: str, epochs: Sequence[EpochWindows], epo
     if unknown:
         # The prior is a guess on the safe side: what is shed on it may be needed once the rises are known.
         return current, f"; a scale-down to {target} waits until {', '.join(unknown)}'s rises are measured"
-    if not _held(op, epochs, epoch, needed):
-        return current, f"; a scale-down to {target} waits: {wait:g} s at {current} with no rescale (scale_down_interval)"
-    # Flink's wait: the scale-down was proposed in every epoch of it (the load fell at least that long ago),
-    # each epoch's load at today's steady rise. The size is today's, not the largest of the wait's.
-    for e in epochs[-needed - 1 : -1]:
+    # Each epoch of the wait at today's steady rise, as today's size would carry it.
+    past = []
+    for e in epochs[:-1]:
+        if e.epoch < epoch - needed:
+            continue
         then = {s: replace(d, arrival=(a := source_arrival(e.windows[s], source_rates.get(s))[0]), steady_change=a * (1 + d.rise),
                            backlog=e.windows[s].pending_records or 0.0) for s, d in demands.items()}  # fmt: skip
-        if _size(op, w, _needs(topology, epochs[-1].windows, then, clock, options)[op]["change"], options, epochs)[0] >= current:
-            return current, f"; a scale-down to {target} waits: the load of epoch {e.epoch} needed {current}"
-    return target, f"; {wait:g} s at {current}, each epoch of it proposing less: sized for the steady load with a restart{why}"
+        proposal = _size(op, w, _needs(topology, epochs[-1].windows, then, clock, options)[op]["change"], options, epochs)[0]
+        past.append(PastProposal(e.epoch, e.windows[op].parallelism, proposal))
+    target, words = scale_down_wait(current, target, past, epoch, needed, wait)
+    return target, words + (f": sized for the steady load with a restart{why}" if target < current else "")
 
 
 def evaluate_epoch(

@@ -18,7 +18,8 @@ with its defaults:
   it out of the thresholds). While any source owes more than ``backlog_threshold`` of its own
   input, the band widens to [0, 1]: no scale-up short of saturation, no scale-down trigger;
 - a scale-down waits until it has been recommended for ``scale_down_interval``, then takes the
-  largest recommendation seen in it; a scale-up or a "no change" clears it;
+  largest recommendation seen in it; a scale-up or a "no change" clears it (every kind's one wait,
+  :func:`autoscaler.policy.base.scale_down_wait`);
 - acting: only when an operator that changes *after* that deferral is outside the band (Flink's
   check over the deferred targets).
 
@@ -38,9 +39,11 @@ from autoscaler.policy.base import (
     Decision,
     EpochWindows,
     OperatorWindow,
+    PastProposal,
     bounded,
     flow,
     keep,
+    scale_down_wait,
     source_arrival,
     source_decision,
     source_kept,
@@ -141,8 +144,10 @@ def evaluate_epoch(
     unusable = unusable_epoch(topology, windows)
     if unusable is not None:
         return unusable
+    if epoch is None:
+        epoch = history[-1].epoch + 1 if history else 0
     sizings, backlog = _sizings(topology, windows, options, source_rates)
-    earlier = [_past_proposals(topology, e.windows, options, source_rates) for e in history]
+    earlier = [(e.epoch, _past_proposals(topology, e.windows, options, source_rates)) for e in history]
     needed = history_epochs(options)
     # Each operator's target after the scale-down deferral, with its words.
     targets: dict[str, tuple[int, str, bool]] = {}  # op -> (target, why, outside)
@@ -152,15 +157,12 @@ def evaluate_epoch(
         if s.proposal > current:
             target = s.proposal
         elif s.proposal < current:
-            # The earlier epochs of the last scale-down interval must all have recommended a scale-down
-            # at this parallelism too; one that is missing (quarantined, never collected) did not.
-            seen = [p.get(op) for p in earlier if p.get(op, (0, 0, False))[0] == current]
-            downs = [(proposal, out) for parallelism, proposal, out in filter(None, seen) if proposal < parallelism]
-            if len(downs) >= needed:
-                target, outside = max([(s.proposal, s.outside), *downs])
-                why += f"; scale-down recommended for {len(downs) + 1} epochs in a row: the largest, {target}"
-            else:
-                why += f"; scale-down deferred: recommended {len(downs) + 1} epochs in a row, needs {needed + 1}"
+            past = [PastProposal(e, p[op][0], p[op][1]) for e, p in earlier if op in p]
+            target, words = scale_down_wait(current, s.proposal, past, epoch, needed, options.effective("scale_down_interval"))
+            why += words
+            if target < current:  # the band check looks at the size taken (Flink's, over the deferred targets)
+                flags = [s.outside] if s.proposal == target else []
+                outside = any([*flags, *(p[op][2] for _, p in earlier if op in p and p[op][1] == target)])
         targets[op] = (target, why, outside)
     # As Flink's allChangedVerticesWithinUtilizationTarget, over the deferred targets: act only if an
     # operator that changes is outside the band.
