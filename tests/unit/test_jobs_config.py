@@ -214,3 +214,15 @@ def test_planner_node_numbers_are_not_part_of_an_operators_name():
     assert stable_vertex_names(["Source: clicks[1] -> Calc[2]", "GroupAggregate[4] -> Sink: counts[5]", "Count"]) == [
         "Source: clicks -> Calc", "GroupAggregate -> Sink: counts", "Count"]  # fmt: skip
     assert stable_vertex_names(["Calc[3]", "Calc[7]"]) == ["Calc", "Calc #2"]
+
+
+def test_scale_down_to_is_the_kinds_own_unless_set(tmp_path):
+    path = tmp_path / "jobs.yaml"
+    base = {"name": "wc", "flink_job_name": "wc", "jar": "wc.jar", "base_args": [], "parallelism_args": {}}
+    for policy, largest in (({"kind": "utilization"}, True), ({"kind": "ds2_plus"}, False),
+                            ({"kind": "ds2_plus", "scale_down_to": "largest"}, True)):  # fmt: skip
+        path.write_text(yaml.safe_dump({"jobs": [base | {"policy": policy}]}))
+        assert load_jobs(path)[0].policy.scale_down_largest() is largest
+    path.write_text(yaml.safe_dump({"jobs": [base | {"policy": {"scale_down_to": "smallest"}}]}))
+    with pytest.raises(InputError, match=r"policy\.scale_down_to: must be one of largest, latest, got 'smallest'"):
+        load_jobs(path)

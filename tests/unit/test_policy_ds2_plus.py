@@ -233,14 +233,15 @@ def test_the_typical_change_ignores_steps_and_spikes_and_reads_a_sway():
     assert typical_change([10.0, 12.0]) == 0.0  # too few changes
 
 
-def test_a_load_still_falling_through_the_wait_goes_to_the_largest_size_the_wait_needed():
-    # 30,000 at 6 for 20 epochs, then 20,000, 19,000, ... 15,000 through the 5-min wait. Today's 15,000 alone
-    # needs 3; the wait's first epoch, 19,000 with a restart, needs 4: the one wait every kind shares
-    # (base.scale_down_wait) takes 4, so every epoch it saw would have been carried.
+def test_after_the_wait_a_fallen_load_goes_to_todays_size_or_the_waits_largest_as_set():
+    # 30,000 at 6 for 20 epochs, then 20,000, 19,000, ... 15,000 through the 5-min wait. Today's 15,000 needs 3;
+    # the wait's first epoch, 19,000 with a restart, needs 4. ds2_plus's own choice is today's (its steady size
+    # carries the job's rises); scale_down_to: largest, the utilization kind's, takes 4.
     falling = [20_000, 19_000, 18_000, 17_000, 16_000, 15_000]
     history = [*flat(6, 30_000, range(20)), *(EpochWindows(20 + k, chain(6, r)) for k, r in enumerate(falling))]
-    assert count(chain(6, 15_000), [*flat(6, 30_000, range(20)), *flat(6, 15_000, range(20, 26))], epoch=26) == 3
     target, why = decide(chain(6, 15_000), history, epoch=26)["count"]
+    assert target == 3 and "each epoch of it proposing less: today's size, 3" in why
+    target, why = decide(chain(6, 15_000), history, epoch=26, scale_down_to="largest")["count"]
     assert target == 4 and "the largest of the wait's proposals and today's, 4" in why
 
 
@@ -249,6 +250,7 @@ def test_the_shared_wait_needs_every_epoch_of_it_at_the_size_and_proposing_less(
 
     past = [PastProposal(e, 6, p) for e, p in zip(range(5, 10), (4, 3, 5, 3, 3), strict=True)]
     assert scale_down_wait(6, 3, past, 10, 5, 300.0)[0] == 5  # the largest of the wait's
+    assert scale_down_wait(6, 3, past, 10, 5, 300.0, largest=False)[0] == 3  # today's
     gap = scale_down_wait(6, 3, past[:2] + past[3:], 10, 5, 300.0)  # epoch 7 quarantined
     assert gap == (6, "; a scale-down to 3 waits: 2 of the 5 epochs of scale_down_interval (300 s) ran at 6")
     rescaled = [*past[:4], PastProposal(9, 8, 3)]

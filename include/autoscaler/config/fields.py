@@ -93,8 +93,10 @@ class Fields:
             raise self.error(key, f"must be at least {minimum_s:g} s, got {value!r}")
         return parsed
 
-    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+    def choice(self, key: str, default: str | None, choices: tuple[str, ...]) -> str | None:
         value = self.get(key, default)
+        if value is None and default is None:  # unset, and the option's "none" means the kind's own
+            return None
         if value not in choices:
             raise self.error(key, f"must be one of {', '.join(choices)}, got {value!r}")
         return value

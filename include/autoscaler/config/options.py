@@ -117,8 +117,18 @@ UTILIZATION_BOUNDARY = Option(
 SCALE_DOWN_INTERVAL = Option(
     "policy.scale_down_interval", "duration", None,
     "utilization, ds2_plus: a scale-down of a load that fell waits until it was recommended for this long, then takes "
-    "the largest recommendation seen (none: the kind's own, 1h for utilization as Flink's "
+    "the size scale_down_to says (none: the kind's own, 1h for utilization as Flink's "
     "job.autoscaler.scale-down.interval, 5m for ds2_plus; ds2_plus releases drain capacity without it).", 0,
+)  # fmt: skip
+SCALE_DOWN_SIZES = ("largest", "latest")
+SCALE_DOWN_TO = Option(
+    "policy.scale_down_to", "choice", None,
+    "utilization, ds2_plus: the size a scale-down takes once scale_down_interval has passed, every epoch of it "
+    "proposing less (autoscaler/policy/base.py, scale_down_wait): largest, the largest proposal of the wait and "
+    "today's, so every epoch the wait saw would have been carried (Flink's DelayedScaleDown); latest, today's "
+    "proposal, when the kind's size already carries the job's own measured rises (ds2_plus's steady size). None: the "
+    "kind's own, largest for utilization, latest for ds2_plus.",
+    choices=SCALE_DOWN_SIZES,
 )  # fmt: skip
 MAX_SCALE_DOWN_FACTOR = Option(
     "policy.max_scale_down_factor", "number", None,

@@ -37,6 +37,8 @@ from autoscaler.config.options import (
     RULES_STEP,
     SATURATED,
     SCALE_DOWN_INTERVAL,
+    SCALE_DOWN_SIZES,
+    SCALE_DOWN_TO,
     SCALE_SOURCES,
     STEADY_PRIOR_RISE,
     STEADY_QUANTILE,
@@ -50,10 +52,10 @@ from autoscaler.topology import Topology
 # The options whose "none" means the kind's own default: one table, read by PolicyOptions.effective.
 # utilization carries the Flink autoscaler's defaults. ds2_plus's catch-up is not a number here: it is two
 # policy intervals (PolicyOptions.effective), and its restart_time stands in only until a downtime is measured.
-KIND_DEFAULTS: dict[str, dict[str, float]] = {
+KIND_DEFAULTS: dict[str, dict[str, float | str]] = {
     "utilization": {"max_scale_down_factor": 0.4, "scale_down_interval": 3600.0, "catch_up_duration": 1800.0,
-                    "restart_time": 300.0},
-    "ds2_plus": {"scale_down_interval": 300.0, "restart_time": 10.0},
+                    "restart_time": 300.0, "scale_down_to": "largest"},
+    "ds2_plus": {"scale_down_interval": 300.0, "restart_time": 10.0, "scale_down_to": "latest"},
     # The DS2 reference ignores a scale-down by one instance; the other kinds hold scale-downs back by their own
     # rules (utilization's band, ds2_plus's restart term, rules' epochs in a row), so none is ignored on top.
     "ds2": {"ignore_scale_down_by": 1},
@@ -88,6 +90,7 @@ class PolicyOptions:
     target_utilization: float = TARGET_UTILIZATION.default
     utilization_boundary: float = UTILIZATION_BOUNDARY.default
     scale_down_interval: float | None = SCALE_DOWN_INTERVAL.default
+    scale_down_to: str | None = SCALE_DOWN_TO.default
     max_scale_down_factor: float | None = MAX_SCALE_DOWN_FACTOR.default
     max_scale_up_factor: float | None = MAX_SCALE_UP_FACTOR.default
     backlog_threshold: float = BACKLOG_THRESHOLD.default.total_seconds()
@@ -151,6 +154,8 @@ class PolicyOptions:
                 raise InputError(f"--{name.replace('_', '-')}", f"must be seconds >= 0, got {value!r}")
         if not (isinstance(self.interval, (int, float)) and math.isfinite(self.interval) and self.interval > 0):
             raise InputError("--interval", f"the policy interval must be seconds > 0, got {self.interval!r}")
+        if self.scale_down_to is not None and self.scale_down_to not in SCALE_DOWN_SIZES:
+            raise InputError("--scale-down-to", f"must be one of {', '.join(SCALE_DOWN_SIZES)}, got {self.scale_down_to!r}")
         if self.catch_up_duration is not None and self.catch_up_duration <= 0:
             raise InputError("--catch-up-duration", "must be longer than 0 s")
         for name in ("rules_epochs", "rules_step"):
@@ -204,6 +209,10 @@ class PolicyOptions:
         if value is None and self.kind == "ds2_plus" and name == "catch_up_duration":
             return catch_up_deadline(self.interval, self.decision_latency + (self.effective("restart_time") or 0.0))
         return value if value is not None else KIND_DEFAULTS.get(self.kind, {}).get(name)
+
+    def scale_down_largest(self) -> bool:
+        """Whether a waited scale-down takes the wait's largest proposal (``scale_down_to``, else the kind's own)."""
+        return (self.scale_down_to or KIND_DEFAULTS.get(self.kind, {}).get("scale_down_to", "largest")) == "largest"
 
     def scale_down_limit(self) -> float | None:
         """The fraction of instances one scale-down may remove: the option, else the kind's own (None: no limit)."""

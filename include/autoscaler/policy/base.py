@@ -280,14 +280,15 @@ class PastProposal:
     proposal: int
 
 
-def scale_down_wait(current: int, today: int, past: Sequence[PastProposal], epoch: int, needed: int,
-                    wait_s: float) -> tuple[int, str]:  # fmt: skip
+def scale_down_wait(current: int, today: int, past: Sequence[PastProposal], epoch: int, needed: int, wait_s: float,
+                    largest: bool = True) -> tuple[int, str]:  # fmt: skip
     """The one scale-down wait of every kind that waits (the Flink autoscaler's scale-down interval and its
     ``DelayedScaleDown``): ``today``'s proposal below ``current`` is taken only once each of the ``needed`` epochs
     before ``epoch`` ran at ``current`` and proposed less too. An absent epoch (quarantined, never collected) did
-    not, and one at another size means a rescale within the wait. The size then is the largest proposal of the wait
-    and today's, so that every epoch the wait saw would have been carried. ``past``: the kind's proposals for the
-    epochs it could size, in any order. Returns (target, the words that say why)."""
+    not, and one at another size means a rescale within the wait. The size then is, with ``largest`` (the option
+    ``scale_down_to``), the largest proposal of the wait and today's, so that every epoch the wait saw would have been
+    carried; else today's. ``past``: the kind's proposals for the epochs it could size, in any order. Returns (target,
+    the words that say why)."""
     if today >= current:
         return today, ""
     by_epoch = {p.epoch: p for p in past}
@@ -303,6 +304,8 @@ def scale_down_wait(current: int, today: int, past: Sequence[PastProposal], epoc
     for p in wait:
         if p is not None and p.proposal >= current:
             return current, f"; a scale-down to {today} waits: the load of epoch {p.epoch} needed {current}"
+    if not largest:
+        return today, f"; {wait_s:g} s at {current}, each epoch of it proposing less: today's size, {today}"
     target = max([today, *(p.proposal for p in wait if p is not None)])
     return target, (f"; {wait_s:g} s at {current}, each epoch of it proposing less: the largest of the wait's "
                     f"proposals and today's, {target}")  # fmt: skip

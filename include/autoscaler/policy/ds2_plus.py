@@ -34,8 +34,9 @@ Scale-downs, never while a source owes more than ``drained_lag`` of its input:
   for a known, finished purpose;
 - **steady**: a load that fell is followed once the job's rises are its own (not the prior's) and the
   operator has waited ``scale_down_interval`` at its size, every epoch of it proposing less (each at
-  today's steady rise); it then goes to the largest size the wait's epochs and today's need: every
-  kind's one wait, :func:`autoscaler.policy.base.scale_down_wait`.
+  today's steady rise); it then goes to today's size (``scale_down_to`` latest: the steady size already
+  carries the job's own rises, so the wait's largest would count its sway twice): every kind's one
+  wait, :func:`autoscaler.policy.base.scale_down_wait`.
 
 Bounds, limits and alignment are every kind's (:func:`autoscaler.policy.base.bounded`). A source the
 job lets move (:func:`autoscaler.policy.base.source_kept`) is sized as any operator, for its own
@@ -295,7 +296,7 @@ def _scale_down(topology: Topology, op: str, epochs: Sequence[EpochWindows], epo
                            backlog=e.windows[s].pending_records or 0.0) for s, d in demands.items()}  # fmt: skip
         proposal = _size(op, w, _needs(topology, epochs[-1].windows, then, clock, options)[op]["change"], options, epochs)[0]
         past.append(PastProposal(e.epoch, e.windows[op].parallelism, proposal))
-    target, words = scale_down_wait(current, target, past, epoch, needed, wait)
+    target, words = scale_down_wait(current, target, past, epoch, needed, wait, options.scale_down_largest())
     return target, words + (f": sized for the steady load with a restart{why}" if target < current else "")
 
 

@@ -158,7 +158,9 @@ def evaluate_epoch(
             target = s.proposal
         elif s.proposal < current:
             past = [PastProposal(e, p[op][0], p[op][1]) for e, p in earlier if op in p]
-            target, words = scale_down_wait(current, s.proposal, past, epoch, needed, options.effective("scale_down_interval"))
+            target, words = scale_down_wait(
+                current, s.proposal, past, epoch, needed, options.effective("scale_down_interval"), options.scale_down_largest()
+            )
             why += words
             if target < current:  # the band check looks at the size taken (Flink's, over the deferred targets)
                 flags = [s.outside] if s.proposal == target else []
