@@ -6,6 +6,7 @@
     .venv/bin/python scripts/ds2_sim.py sweep [--frontier] [--seeds N]  # benchmarks/sim/sweep.md or frontier.md, .json, PNGs
     .venv/bin/python scripts/ds2_sim.py targets [--before frontier]  # the default's targets: benchmarks/sim/targets.md
     .venv/bin/python scripts/ds2_sim.py guard [--record]   # the small sweep make test holds each kind's point to
+    .venv/bin/python scripts/ds2_sim.py confirm benchmarks/lab/<attempt>   # real runs against the predictions
 
 ``fidelity`` replays each real run with the policy it ran: the run's commit is the one it recorded
 (its ``conditions``, or ``benchmarks/lab/commits.json``), else read from its attempt's README ("frozen
@@ -258,6 +259,38 @@ def cmd_guard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_confirm(args: argparse.Namespace) -> int:
+    """A real confirmation attempt against the simulator's predictions for the same scenarios and commit."""
+    from autoscaler.lab.ground_truth import GroundTruth
+    from autoscaler.lab.scenario import load_scenario
+    from autoscaler.lab.sim import confirm
+    from autoscaler.lab.sim.calibration import Calibration
+    from autoscaler.lab.sim.loop import simulate
+
+    results = [json.loads(p.read_text()) for p in sorted(args.attempt.rglob("result.json"))]
+    results = [r for r in results if r.get("inputs") == "honest"]
+    if not results:
+        raise SystemExit(f"{args.attempt}: no honest result.json under it")
+    commits = {r.get("conditions", {}).get("commit") for r in results}
+    if len(commits) != 1 or None in commits or any(c.endswith("+changes") for c in commits):
+        raise SystemExit(f"{args.attempt}: the runs must come from one clean commit, found {sorted(map(str, commits))}")
+    head = git("rev-parse", "HEAD")
+    if commits != {head} and git("diff", "--stat", commits.pop(), head, "--", *POLICY_CODE):
+        raise SystemExit(f"{args.attempt}: the policy code changed since its runs: check out their commit first")
+    truth, calibration = GroundTruth(BENCH / "ground-truth.json"), Calibration.read(SIM / "calibration.json")
+    real = confirm.real_figures(results)
+    sim, intervals = {}, {}
+    for scenario_name, kind in sorted(real):
+        scenario = load_scenario(BENCH / "scenarios" / f"{scenario_name}.yaml")
+        intervals[scenario_name] = scenario.interval_s
+        runs = [simulate(scenario, kind, truth, calibration, seed).result["totals"] for seed in range(1, args.seeds + 1)]
+        sim[scenario_name, kind] = confirm.sim_figures(runs)
+    text = confirm.confirmation_md(real, sim, args.kind, intervals)
+    (args.attempt / "confirmation.md").write_text(f"# Real runs against the simulator's predictions\n\n{text}")
+    print(text)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -289,6 +322,11 @@ def main() -> int:
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="a policy option of the job (e.g. factor=0.2)")
     r.set_defaults(func=cmd_run)
+    k = sub.add_parser("confirm", help="a real confirmation attempt against the simulator: <attempt>/confirmation.md")
+    k.add_argument("attempt", type=Path, help="benchmarks/lab/<attempt>: every kind's runs from one commit")
+    k.add_argument("--kind", default="ds2_plus", help="the kind every other is held against")
+    k.add_argument("--seeds", type=int, default=10)
+    k.set_defaults(func=cmd_confirm)
     g = sub.add_parser("guard", help="the frontier guard's points (make test checks them): show, or --record")
     g.add_argument("--record", action="store_true")
     g.set_defaults(func=cmd_guard)

@@ -174,3 +174,23 @@ def test_two_epoch_records_are_compared_epoch_by_epoch():
     assert same["record_epochs"] >= 10 and same["busy_err"] == 0 and same["backlog_err_s"] == 0
     other = fidelity.record_errors(ra, rb)
     assert other["busy_err"] < 0.1
+
+
+def test_a_confirmation_holds_each_real_difference_to_the_predicted_one():
+    from autoscaler.lab.sim.confirm import Figures, confirmation_md, real_figures
+
+    def run(kind, n, is_, under):
+        return {"scenario": "s", "policy": kind if n == 1 else f"{kind}-{n}", "kind": kind,
+                "totals": {"instance_seconds": is_, "under_provisioned_s": under}}  # fmt: skip
+
+    runs = [run("ds2_plus", 1, 3000, 30), run("ds2_plus", 2, 3100, 60), run("ds2_plus", 3, 2950, 30),
+            run("utilization", 1, 3900, 30), run("utilization", 2, 3900, 30), run("utilization", 3, 3870, 90)]  # fmt: skip
+    real = real_figures(runs)
+    assert real["s", "ds2_plus"] == Figures(3000, 30, 3)
+    sim = {("s", "ds2_plus"): Figures(3050, 40, 10), ("s", "utilization"): Figures(3850, 100, 10)}
+    table = confirmation_md(real, sim, "ds2_plus", {"s": 30.0})
+    # Cost: 3,050 against 3,850 predicted less, and 3,000 against 3,900 is less: confirmed.
+    assert "| s | utilization | instance_seconds | 3,050 / 3,850 | 3,000 / 3,900 (3 / 3 runs) | less | less | ✓ |" in table
+    # Under: 40 against 100 is more than an interval less; the real medians tie (30 / 30): a miss.
+    assert "| s | utilization | under_provisioned_s | 40 / 100 | 30 / 30 (3 / 3 runs) | less | tie | ✗ |" in table
+    assert table.startswith("1 of 2 predicted differences confirmed")
