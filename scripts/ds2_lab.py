@@ -15,8 +15,10 @@ side by side on one cluster (one job each) unless an operator is CPU-bound (then
 other: they would compete for the cores). Each policy's ``DIR/<policy>/`` (``DIR`` itself for one
 policy) gets ``result.json``, ``report.md`` and ``chart.png``; a finished result is kept and
 skipped, so an interrupted sweep resumes. ``sweep`` runs every scenario under
-benchmarks/scenarios/ with every kind (or ``--policies``), each ``--runs`` times side by side (run
-labels ``kind``, ``kind-2``, ...; ``compare`` adds their median and range), and ends with ``compare``. Ground truth curves that
+benchmarks/scenarios/ with every kind (or ``--policies``), ``--runs`` rounds of every kind on every
+scenario, one round after the other (run labels ``kind``, ``kind-2``, ...; ``compare`` adds their
+median and range), into ``benchmarks/lab/<attempt>/`` (``--out``; it records each run's commit), and
+ends with ``compare``. Ground truth curves that
 a scenario needs and the cache lacks are measured first on the same cluster.
 
 Inputs are **honest** by default: the policies see what production sees, each source's records
@@ -382,9 +384,12 @@ def main() -> int:
     kinds = args.policies.split(",") if args.policies else list(POLICY_KINDS)
     for kind in kinds:
         kind_of(kind)
-    labels = [run_label(kind, n) for kind in kinds for n in range(1, args.runs + 1)]
-    for path in paths:
-        run_scenario(path, labels, args.out / path.stem, truth, inputs=args.inputs, one_at_a_time=args.one_at_a_time, nest=True)
+    # Round by round (every kind on every scenario once, then again): an interrupted sweep holds whole rounds.
+    for n in range(1, args.runs + 1):
+        labels = [run_label(kind, n) for kind in kinds]
+        for path in paths:
+            run_scenario(path, labels, args.out / path.stem, truth, inputs=args.inputs, one_at_a_time=args.one_at_a_time,
+                         nest=True)  # fmt: skip
     print(compare_table([json.loads(p.read_text()) for p in sorted(args.out.rglob("result.json"))]))
     return 0
 
