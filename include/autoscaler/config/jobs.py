@@ -25,6 +25,7 @@ from autoscaler.config import options as opt
 from autoscaler.config import paths
 from autoscaler.config.fields import Fields
 from autoscaler.config.policy_options import PolicyOptions, kind_default
+from autoscaler.config.program import from_file, savepoint_dir, sql_program
 from autoscaler.config.sections import (
     Alerts,
     Approval,
@@ -40,7 +41,6 @@ from autoscaler.config.sections import (
     read_tuning,
 )
 from autoscaler.errors import InputError
-from autoscaler.flink import sql
 from autoscaler.flink.deployment import JobDeployment
 from autoscaler.store.parquet import validate_job_name
 from autoscaler.topology import Operator, Topology
@@ -170,56 +170,6 @@ _REPLACED = {
 }
 
 
-def _path(value: str, base: Path) -> Path:
-    """A path from the jobs file: relative ones against ``base`` (paths.base_dir: the checkout, else its folder)."""
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path
-
-
-def _sql_program(f: Fields, flink_job_name: str, base: Path, config: Path | None) -> dict[str, Any] | None:
-    """A job given as a SQL script: the SQL runner jar with the script's text, and no flags.
-
-    ``sql_file`` is one script or a list read as one in order (a shared file of tables, then a query).
-    ``kafka_client_config``: the Kafka client config whose login fills the script's ``${kafka.<key>}``.
-    """
-    value = f.get("sql_file")
-    if value is None:
-        if f.get("kafka_client_config") is not None:
-            raise f.error("kafka_client_config", "only a job given by sql_file takes it (a jar job reads its own)")
-        return None
-    files = [value] if isinstance(value, str) else value
-    if not isinstance(files, list) or not files or not all(isinstance(v, str) and v.strip() for v in files):
-        raise f.error("sql_file", f"must be a path or a list of paths, got {value!r}")
-    for key in ("jar", "jar_id", "entry_class", "base_args", "parallelism_args"):
-        if key in f.data:
-            raise f.error(key, "a job given by sql_file runs the SQL runner jar with its script: remove it")
-    scripts = [_path(v, base) for v in files]
-    allowed = paths.sql_dir(config)
-    outside = [str(p) for p in scripts if not p.resolve().is_relative_to(allowed)]
-    if outside:
-        raise f.error("sql_file", f"{outside[0]} is outside the SQL folder {allowed} (setting {paths.SQL_DIR.key}): "
-                                  "a jobs file names no other file to submit")  # fmt: skip
-    try:
-        script = sql.read_scripts(scripts)
-    except InputError as exc:
-        raise f.error("sql_file", f"{exc.source}: {exc.problem}") from None
-    named = sql.pipeline_name(script)
-    if named != flink_job_name:
-        raise f.error("sql_file", f"the script names its job {named!r} (SET 'pipeline.name'), but flink_job_name is "
-                                  f"{flink_job_name!r}: the autoscaler finds the job by that name")  # fmt: skip
-    kafka = f.text("kafka_client_config")
-    if sql.uses_kafka_login(script) and kafka is None:
-        raise f.error("kafka_client_config", "the script uses ${kafka.<key>} placeholders: name the Kafka client config "
-                                             "file (scripts/kafka.sh client-config) that fills them")  # fmt: skip
-    return {"parallelism_args": {}, "base_args": sql.runner_args(script, _path(kafka, base) if kafka else None),
-            "jar_path": sql.runner_jar(), "jar_id": None, "entry_class": sql.RUNNER_CLASS}  # fmt: skip
-
-
-def _savepoint_dir(value: str, base: Path) -> str:
-    """A URI (file://, s3://, ...) as given; a path made absolute against ``base``."""
-    return value if "://" in value else str(_path(value, base))
-
-
 def _policy(f: Fields, interval: timedelta) -> tuple[PolicyOptions, Stability]:
     for key, why in _REPLACED.items():
         if key in f.data:
@@ -254,12 +204,13 @@ def _job(entry: Any, index: int, source: str, base: Path, config: Path | None = 
     jar = f.text("jar")
     jar_id = f.text("jar_id")
     program = {"parallelism_args": f.mapping("parallelism_args"), "base_args": f.strings("base_args"),
-               "jar_path": _path(jar, base) if jar else None, "jar_id": jar_id, "entry_class": f.text("entry_class")}  # fmt: skip
-    program = _sql_program(f, flink_job_name, base, config) or program
+               "jar_path": from_file(jar, base) if jar else None, "jar_id": jar_id,
+               "entry_class": f.text("entry_class")}  # fmt: skip
+    program = sql_program(f, flink_job_name, base, config) or program
     try:
         deployment = JobDeployment(
             job_name=flink_job_name,
-            savepoint_dir=_savepoint_dir(f.text("savepoint_dir", str(data_dir() / "savepoints")), base),
+            savepoint_dir=savepoint_dir(f.text("savepoint_dir", str(data_dir() / "savepoints")), base),
             allow_non_restored_state=f.boolean("allow_non_restored_state", False),
             savepoint_format=f.option(opt.SAVEPOINT_FORMAT),
             **program,
