@@ -33,8 +33,9 @@ test: setup
 	$(VENV)/bin/ruff check .
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m "not faults and not cluster and not lab and not kafka_long and not install and not object_store_dag and not tuning_long and not scheduler_long"
 
-## The fleet path and the flag-less SQL jobs under a real Airflow scheduler (~5 min). make test keeps the approval
-## gate and backfill under the scheduler; test_sql_job and the fleet policy's Spark and unit tests stay in it.
+## The approval gate (timeout, reject, approve) with a backfill, the fleet path and the flag-less SQL jobs, each
+## under a real Airflow scheduler (~10 min). make test keeps an assigned approver's answer under the scheduler
+## (test_auth), backfills under a busy scheduler (test_postgres), test_sql_job and the fleet policy's own tests.
 test-scheduler: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/pytest -m scheduler_long
 

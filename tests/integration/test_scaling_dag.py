@@ -91,12 +91,12 @@ def test_underprovisioned_job_is_rescaled_in_one_run_then_converges(flink, dags,
     decisions = read_epochs(scaling_env / "store", DECISIONS, "auto", [action["epoch"]]).to_pylist()
     assert {d["run_type"] for d in decisions} == {"live"}
 
-    # The next runs: a warm-up or a fresh window of the rescaled job -> no change, no restart.
-    for _ in range(3):
+    # The next runs: the warm-up epoch of the rescaled job, then a decided one -> no change, no restart.
+    for _ in range(2):
         run = dag.test(logical_date=next_epoch_end(INTERVAL_S))
         assert run.state == "success"
     later = _actions(scaling_env)[1:]
-    assert len(later) == 3 and all(a["outcome"] in ("noop", "skipped") for a in later), later
+    assert len(later) == 2 and all(a["outcome"] in ("noop", "skipped") for a in later), later
     assert flink.client.running_job("ds2-testjob").id == running.id
     assert any(a["outcome"] == "noop" and "no change" in a["message"] for a in later), later
 
@@ -127,7 +127,9 @@ def test_what_if_recomputes_a_range_without_touching_live_decisions(dags, scalin
     live_count = {d["epoch"]: d for d in live_before if d["operator_name"] == "Count"}
     # Twice the over-provisioning factor: the first epoch (Count at 1, 3.5 needed) asks for ceil(3.5 * 2) = 8.
     assert live_count[rescaled]["target_parallelism"] == 4 and count[rescaled]["target_parallelism"] == 8
-    assert read_epochs(scaling_env / "store", DECISIONS, "auto").to_pylist() == live_before  # live decisions untouched
+    # Live decisions untouched (compared as JSON: an operator with no input has an optimal of NaN, never == itself).
+    after = read_epochs(scaling_env / "store", DECISIONS, "auto").to_pylist()
+    assert json.dumps(after, sort_keys=True, default=str) == json.dumps(live_before, sort_keys=True, default=str)
 
 
 def test_the_reconciler_checks_every_job_in_one_task_and_alerts_on_the_one_that_does_not_run(dags, scaling_env, monkeypatch):

@@ -26,7 +26,7 @@ from tests.conftest import ROOT
 from tests.helpers import poll
 from tests.integration.scaling_setup import HONEST_UNDERPROVISIONED, environment, job_entry, pending_approval, wait_parked
 
-pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow, pytest.mark.scheduler_long]
 INTERVAL_S = 20
 DAG = "ds2_gated"
 SCREENSHOTS = ROOT / "docs" / "screenshots"
