@@ -19,6 +19,7 @@ three folders as they were (model, collector and judge stay today's).
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import io
 import json
@@ -84,8 +85,14 @@ def code_key(commit: str) -> str:
     return hashlib.sha1(" ".join(trees).encode()).hexdigest()[:12]
 
 
+# Modules split out of config/options.py since (PolicyOptions on 2026-11-27, Option on 2026-11-28): in a tree of a
+# commit before the split, each re-exports the old options module, where today's other modules find those names.
+SPLIT_FROM_OPTIONS = ("include/autoscaler/config/policy_options.py", "include/autoscaler/config/option.py")
+
+
 def hybrid_tree(commit: str, key: str) -> Path:
-    """Today's include/ with the policy, decide and config code of ``commit`` (today's modules it lacks stay)."""
+    """Today's include/ with the policy, decide and config code of ``commit`` (today's modules it lacks stay, but
+    those split out of its options module since re-export it: :data:`SPLIT_FROM_OPTIONS`)."""
     tree = CACHE / key
     if tree.exists():
         shutil.rmtree(tree)
@@ -95,7 +102,44 @@ def hybrid_tree(commit: str, key: str) -> Path:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         members = [m for m in tar.getmembers() if m.isfile()]
         tar.extractall(tree, members=members, filter="data")
+        old = {m.name for m in members}
+    for split in SPLIT_FROM_OPTIONS:
+        if split not in old:
+            (tree / split).write_text("from autoscaler.config.options import *  # noqa: F403 (ds2_sim.hybrid_tree)\n")
+    for module, names in CARRIED.items():
+        carry(ROOT / module, tree / module, names)
+    # A commit whose policy/ held the Spark engine (before 2026-11-27) ran with the Arrow windows then in policy/:
+    # today's, which engine/ holds now.
+    if "include/autoscaler/policy/spark/decisions.py" in old and "include/autoscaler/policy/windows.py" not in old:
+        (tree / "include/autoscaler/policy/windows.py").write_text("from autoscaler.engine.windows import *  # noqa: F403\n")
     return tree
+
+
+# Names today's other stages import from the policy code that an older commit's lacked: their definitions are
+# carried over as they are today (data, not policy).
+CARRIED = {
+    "include/autoscaler/policy/base.py": ("BASIS_WORDS", "columns_for", "sizes_for_measured_restarts"),
+    "include/autoscaler/config/options.py": ("MIN_OWN_RESCALES",),
+}
+
+
+def _top_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else []
+
+
+def carry(today: Path, old: Path, names: tuple[str, ...]) -> None:
+    """Append to ``old`` today's top-level definitions of those ``names`` it does not define."""
+    text = old.read_text()
+    defined = {name for node in ast.parse(text).body for name in _top_names(node)}
+    source = today.read_text()
+    for node in ast.parse(source).body:
+        if any(n in names and n not in defined for n in _top_names(node)):
+            text += "\n\n# carried by ds2_sim.hybrid_tree\n" + ast.get_source_segment(source, node) + "\n"
+    old.write_text(text)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -194,3 +194,31 @@ def test_a_confirmation_holds_each_real_difference_to_the_predicted_one():
     # Under: 40 against 100 is more than an interval less; the real medians tie (30 / 30): a miss.
     assert "| s | utilization | under_provisioned_s | 40 / 100 | 30 / 30 (3 / 3 runs) | less | tie | ✗ |" in table
     assert table.startswith("1 of 2 predicted differences confirmed")
+
+
+@pytest.mark.parametrize("run", ["2026-11-25-honest/ramp/ds2", "ds2plus-r14/skew/ds2_plus"])
+def test_the_oldest_and_the_newest_policy_versions_still_replay_in_their_trees(run):
+    # Fidelity replays each real run in a tree of today's model with its own commit's policy, decide and config
+    # code. A refactor of today's code that an old tree cannot import made every replay fail once, unseen.
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("ds2_sim_script", ROOT / "scripts" / "ds2_sim.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    result = BENCH / "lab" / run / "result.json"
+    commit = script.run_commit(result)
+    tree = script.hybrid_tree(commit, f"test-{commit[:12]}")
+    try:
+        done = subprocess.run([sys.executable, "-m", "autoscaler.lab.sim.replay_runs", str(BENCH), str(result)],
+                              capture_output=True, text=True, env={"PYTHONPATH": str(tree / "include"), "PATH": "/usr/bin:/bin"},
+                              cwd=ROOT, timeout=300)  # fmt: skip
+    finally:
+        import shutil
+
+        shutil.rmtree(tree, ignore_errors=True)
+    out = json.loads(done.stdout.splitlines()[-1]) if done.stdout else {"error": done.stderr[-2000:]}
+    assert "error" not in out, out["error"]
+    assert out["run"] == f"lab/{run}" and out["seeds"] == 5

@@ -224,7 +224,8 @@ def _action(job: JobConfig, epoch: int, plan: ScalingPlan, model: JobModel, now:
     """
     current = {op: p for op, p in model.parallelism.items() if op != SOURCE}
     target = dict(plan.target) if forced is None else dict(forced[0])
-    row = {"job": job.name, "epoch": epoch, "action_id": f"sim-{epoch}", "mechanism": plan.mechanism or job.mechanism,
+    mechanism = getattr(plan, "mechanism", None) or job.mechanism  # a replayed decide from before issue 44 chose none
+    row = {"job": job.name, "epoch": epoch, "action_id": f"sim-{epoch}", "mechanism": mechanism,
            "approved_by": None,
            "old_flink_job_id": model.job_id, "new_flink_job_id": model.job_id,
            "old_parallelism": json.dumps(current, sort_keys=True), "new_parallelism": json.dumps(current, sort_keys=True),
