@@ -279,7 +279,7 @@ def main() -> int:
     s.add_argument("--out", type=Path, default=None,
                    help="the attempt's folder (default benchmarks/lab/sweep-<commit>: a rerun resumes)")  # fmt: skip
     s.add_argument("--policies", help="kinds to run, joined by commas (default: every kind)")
-    s.add_argument("--runs", type=int, default=1, help="runs of each kind per scenario, side by side (labels kind, kind-2, ...)")
+    s.add_argument("--runs", type=int, default=1, help="rounds: runs of each kind per scenario (labels kind, kind-2, ...)")
     s.add_argument(
         "--one-at-a-time",
         action="store_true",
