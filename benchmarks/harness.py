@@ -55,7 +55,8 @@ def load_script(name: str, path: Path) -> Any:
 
 
 def _commit() -> str:
-    """The checkout's commit, ``+changes`` when tracked files differ from it: what code a result came from."""
+    """The checkout's commit, ``+changes`` when tracked files other than results differ from it: what code a result
+    came from (a sweep's own results, benchmarks/lab/ and benchmarks/results/, change as it runs)."""
     root = Path(__file__).resolve().parents[1]
 
     def git(*args: str) -> str:
@@ -63,7 +64,8 @@ def _commit() -> str:
         return done.stdout.strip() if done.returncode == 0 else ""
 
     head = git("rev-parse", "HEAD") or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/lab", ":!benchmarks/results")
+    return head + ("+changes" if changed else "")
 
 
 def machine() -> dict[str, Any]:
