@@ -16,7 +16,7 @@ from autoscaler.lab.sim.calibration import Calibration
 from autoscaler.lab.sim.job import OperatorModel, operator_models
 from autoscaler.lab.sim.keys import instance_shares, key_group
 from autoscaler.lab.sim.loop import simulate
-from autoscaler.lab.sim.sweep import model_truth, seeded
+from autoscaler.lab.sim.sweep import KNOBS, knob_lines, model_truth, seeded, variants
 from autoscaler.store.memory import MemoryStore
 from autoscaler.store.parquet import read_epochs, write_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS
@@ -124,6 +124,23 @@ def test_model_truth_extends_the_curves_to_every_parallelism():
     curve = truth.curve("Count", scenario.cost("Count"))
     assert sorted(curve.throughput) == list(range(1, 9))
     assert curve.throughput[8] == models["Count"].capacity(8)
+
+
+def test_the_frontier_sweeps_each_knob_alone_and_joins_it_through_the_kinds_default():
+    chosen = variants(frontier=True)
+    labels = [v.label for v in chosen]
+    assert len(labels) == len(set(labels))
+    # A knob's variant sets that knob alone; a default point sets nothing beyond utilization@ours's clocks.
+    for v in chosen:
+        assert len(v.policy) == (0 if v.default else 1) + (3 if v.label.startswith("utilization@ours") else 0)
+    assert [v.label for v in variants(frontier=False)] == [*KNOBS, "utilization@ours"]
+    lines = knob_lines(labels)
+    quantile, catch_up = lines["ds2_plus steady_quantile"], lines["ds2_plus catch_up_duration"]
+    assert (0.9, "ds2_plus") in quantile and (120.0, "ds2_plus") in catch_up
+    assert [v for v, _ in quantile] == sorted(v for v, _ in quantile) and len(catch_up) == 5
+    assert [label for _, label in lines["utilization@ours"]][2] == "utilization@ours"
+    # A sweep that ran the defaults alone draws one point per kind.
+    assert all(len(m) == 1 for m in knob_lines([v.label for v in variants(frontier=False)]).values())
 
 
 def test_a_runs_epoch_record_holds_what_the_collector_measured_and_what_was_done():

@@ -16,8 +16,10 @@ capacity is the truth: :func:`model_truth`):
 - ``rescales`` and ``restart_debt_s``: each rescale priced as its downtime plus the backlog it leaves,
   the seconds of input the sources owed at the end of its warm-up epoch.
 
-The knobs (:data:`KNOBS`) are each kind's own headroom option, swept across its meaningful range;
-the kind's default is always one of the values. ``utilization`` runs with the Flink autoscaler's own
+The knobs (:data:`KNOBS`) are each kind's own headroom options, each swept across its meaningful range
+with the others at their defaults; the kind's default is always one of the values. ds2_plus has two: its
+risk budget (``steady_quantile``, the share of its reaction horizons the steady size carries) and its
+catch-up deadline. ``utilization`` runs with the Flink autoscaler's own
 defaults (1-h scale-down interval, 0.7 target) and also at this project's clocks
 (``utilization@ours``: a 5-min wait, a 45-s catch-up and a 10-s restart, ds2_plus's clocks before issue 40).
 """
@@ -52,11 +54,26 @@ class Variant:
 
 
 # kind -> (its headroom option, the values swept, its default); ordered from lean to generous.
-KNOBS: dict[str, tuple[str, tuple[float, ...], float]] = {
-    "ds2": ("factor", (0.0, 0.1, 0.25, 0.5), 0.0),
-    "utilization": ("target_utilization", (0.9, 0.8, 0.7, 0.6, 0.5), 0.7),
-    "rules": ("low_utilization", (0.5, 0.4, 0.3, 0.2), 0.3),
-    "ds2_plus": ("catch_up_duration", (180.0, 90.0, 45.0, 20.0), 45.0),
+@dataclass(frozen=True)
+class Knob:
+    """One headroom option of a kind: the values swept and the one the kind runs by default (no option set)."""
+
+    name: str
+    values: tuple[float, ...]
+    default: float
+
+
+KNOBS: dict[str, tuple[Knob, ...]] = {
+    "ds2": (Knob("factor", (0.0, 0.1, 0.25, 0.5), 0.0),),
+    "utilization": (Knob("target_utilization", (0.9, 0.8, 0.7, 0.6, 0.5), 0.7),),
+    "rules": (Knob("low_utilization", (0.5, 0.4, 0.3, 0.2), 0.3),),
+    # The risk budget from spending every surprise on drain capacity (0.5) to carrying all but one rise in a
+    # hundred; the catch-up deadline's default is the kind's own, two intervals: 120 s at every simulated
+    # scenario's 60-s interval.
+    "ds2_plus": (
+        Knob("steady_quantile", (0.5, 0.75, 0.9, 0.97, 0.99), 0.9),
+        Knob("catch_up_duration", (240.0, 180.0, 120.0, 90.0, 60.0), 120.0),
+    ),
 }
 # The Flink autoscaler's model at this project's clocks as they were when it was defined (ds2_plus's 5-min wait,
 # 45-s catch-up and 10-s restart prior, before issue 40) instead of Flink's 1 h, 30 min and 5 min. Kept so that
@@ -67,16 +84,29 @@ OURS = {"scale_down_interval": "5m", "catch_up_duration": "45s", "restart_time":
 def variants(frontier: bool) -> list[Variant]:
     """The default point of every kind (and utilization@ours); with ``frontier``, every knob value too."""
     out = []
-    for kind, (knob, values, default) in KNOBS.items():
-        for value in values if frontier else (default,):
-            setting = {} if value == default else {knob: _option_value(knob, value)}
-            out.append(Variant(kind if value == default else f"{kind} {knob}={value:g}", kind, setting, value == default))
-    knob, values, default = KNOBS["utilization"]
-    for value in values if frontier else (default,):
-        setting = {**OURS, **({} if value == default else {knob: value})}
-        label = "utilization@ours" + ("" if value == default else f" {knob}={value:g}")
-        out.append(Variant(label, "utilization", setting, value == default))
+    for kind, knobs in KNOBS.items():
+        out.append(Variant(kind, kind, {}, True))
+        for knob in knobs if frontier else ():
+            out += [Variant(f"{kind} {knob.name}={value:g}", kind, {knob.name: _option_value(knob.name, value)}, False)
+                    for value in knob.values if value != knob.default]  # fmt: skip
+    out.append(Variant("utilization@ours", "utilization", dict(OURS), True))
+    for knob in KNOBS["utilization"] if frontier else ():
+        out += [Variant(f"utilization@ours {knob.name}={value:g}", "utilization", {**OURS, knob.name: value}, False)
+                for value in knob.values if value != knob.default]  # fmt: skip
     return out
+
+
+def knob_lines(labels: Iterable[str]) -> dict[str, list[tuple[float, str]]]:
+    """The frontier's lines: per kind (and utilization@ours) and knob, its variants' labels in the knob's order,
+    the kind's default among them at the knob's default value."""
+    lines: dict[str, list[tuple[float, str]]] = {}
+    present = set(labels)
+    for kind, knobs in [*KNOBS.items(), ("utilization@ours", KNOBS["utilization"])]:
+        for knob in knobs:
+            name = kind if len(knobs) == 1 else f"{kind} {knob.name}"
+            members = [(knob.default, kind)] + [(v, f"{kind} {knob.name}={v:g}") for v in knob.values]
+            lines[name] = sorted({(v, label) for v, label in members if label in present})
+    return {name: members for name, members in lines.items() if members}
 
 
 def _option_value(knob: str, value: float) -> Any:
