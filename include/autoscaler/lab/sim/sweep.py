@@ -53,7 +53,6 @@ class Variant:
     default: bool = True  # the kind's own setting (the full sweep runs these)
 
 
-# kind -> (its headroom option, the values swept, its default); ordered from lean to generous.
 @dataclass(frozen=True)
 class Knob:
     """One headroom option of a kind: the values swept and the one the kind runs by default (no option set)."""
@@ -63,6 +62,7 @@ class Knob:
     default: float
 
 
+# kind -> its knobs, each ordered from lean to generous.
 KNOBS: dict[str, tuple[Knob, ...]] = {
     "ds2": (Knob("factor", (0.0, 0.1, 0.25, 0.5), 0.0),),
     "utilization": (Knob("target_utilization", (0.9, 0.8, 0.7, 0.6, 0.5), 0.7),),
@@ -81,32 +81,38 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
 OURS = {"scale_down_interval": "5m", "catch_up_duration": "45s", "restart_time": "10s"}
 
 
+# What a frontier line belongs to: its label, the kind it runs and the options under every point of it.
+OWNERS: tuple[tuple[str, str, dict[str, Any]], ...] = (*((kind, kind, {}) for kind in KNOBS),
+                                                       ("utilization@ours", "utilization", OURS))  # fmt: skip
+
+
+def _label(owner: str, knob: Knob, value: float) -> str:
+    return f"{owner} {knob.name}={value:g}"
+
+
 def variants(frontier: bool) -> list[Variant]:
     """The default point of every kind (and utilization@ours); with ``frontier``, every knob value too."""
     out = []
-    for kind, knobs in KNOBS.items():
-        out.append(Variant(kind, kind, {}, True))
-        for knob in knobs if frontier else ():
-            out += [Variant(f"{kind} {knob.name}={value:g}", kind, {knob.name: _option_value(knob.name, value)}, False)
+    for owner, kind, base in OWNERS:
+        out.append(Variant(owner, kind, dict(base), True))
+        for knob in KNOBS[kind] if frontier else ():
+            out += [Variant(_label(owner, knob, value), kind, {**base, knob.name: _option_value(knob.name, value)}, False)
                     for value in knob.values if value != knob.default]  # fmt: skip
-    out.append(Variant("utilization@ours", "utilization", dict(OURS), True))
-    for knob in KNOBS["utilization"] if frontier else ():
-        out += [Variant(f"utilization@ours {knob.name}={value:g}", "utilization", {**OURS, knob.name: value}, False)
-                for value in knob.values if value != knob.default]  # fmt: skip
     return out
 
 
 def knob_lines(labels: Iterable[str]) -> dict[str, list[tuple[float, str]]]:
     """The frontier's lines: per kind (and utilization@ours) and knob, its variants' labels in the knob's order,
     the kind's default among them at the knob's default value."""
-    lines: dict[str, list[tuple[float, str]]] = {}
     present = set(labels)
-    for kind, knobs in [*KNOBS.items(), ("utilization@ours", KNOBS["utilization"])]:
-        for knob in knobs:
-            name = kind if len(knobs) == 1 else f"{kind} {knob.name}"
-            members = [(knob.default, kind)] + [(v, f"{kind} {knob.name}={v:g}") for v in knob.values]
-            lines[name] = sorted({(v, label) for v, label in members if label in present})
-    return {name: members for name, members in lines.items() if members}
+    lines = {}
+    for owner, kind, _ in OWNERS:
+        for knob in KNOBS[kind]:
+            members = [(knob.default, owner)] + [(v, _label(owner, knob, v)) for v in knob.values]
+            found = sorted({(v, label) for v, label in members if label in present})
+            if found:
+                lines[owner if len(KNOBS[kind]) == 1 else f"{owner} {knob.name}"] = found
+    return lines
 
 
 def _option_value(knob: str, value: float) -> Any:
