@@ -115,6 +115,16 @@ def hybrid_tree(commit: str, key: str) -> Path:
     return tree
 
 
+def replay_in_tree(tree: Path, paths: list[Path], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """The replay worker over ``paths`` with the ``autoscaler`` package of ``tree`` (one JSON line per run).
+
+    The tree lies outside any checkout, where the config code (since b679e2a) finds no jobs file to take a
+    simulated job's relative paths against: it is told the checkout's, as a deployment's setting would."""
+    env = {"PYTHONPATH": str(tree / "include"), "PATH": "/usr/bin:/bin", "DS2_JOBS_CONFIG": str(ROOT / "include" / "jobs.yaml")}
+    return subprocess.run([sys.executable, "-m", "autoscaler.lab.sim.replay_runs", str(BENCH), *map(str, paths)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)  # fmt: skip
+
+
 # Names today's other stages import from the policy code that an older commit's lacked: their definitions are
 # carried over as they are today (data, not policy).
 CARRIED = {
@@ -163,9 +173,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     def replay(item: tuple[str, tuple[str, list[Path]]]) -> list[dict]:
         key, (commit, paths) = item
         tree = hybrid_tree(commit, key)
-        done = subprocess.run([sys.executable, "-m", "autoscaler.lab.sim.replay_runs", str(BENCH), *map(str, paths)],
-                              capture_output=True, text=True, env={"PYTHONPATH": str(tree / "include"), "PATH": "/usr/bin:/bin"},
-                              cwd=ROOT)  # fmt: skip
+        done = replay_in_tree(tree, paths)
         out = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         if len(out) != len(paths):
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
