@@ -79,6 +79,10 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": {"type": ["string", "null"], "default": "true"},
                     },
                     "timeout": {"label": "Request timeout (s)", "schema": {"type": ["number", "null"], "default": 10}},
+                    "submit_timeout": {
+                        "label": "Job submission timeout (s): a jar run answers once main() has built the job",
+                        "schema": {"type": ["number", "null"], "default": 600},
+                    },
                 },
             }
         ],

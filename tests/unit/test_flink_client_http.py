@@ -108,3 +108,56 @@ def test_jar_ids():
     for bad in ("../x.jar", "x.jar", "a_b.zip", "a_../b.jar"):
         with pytest.raises(InputError):
             ids.jar_id(bad)
+
+
+class SlowSubmit(BaseHTTPRequestHandler):
+    """A JobManager whose jar run answers only after ``delay_s`` (main() building the job), like a SQL job's."""
+
+    delay_s = 0.0
+    posts: ClassVar[list[int]] = []
+    stop = threading.Event()
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        SlowSubmit.posts.append(self.server.server_port)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        SlowSubmit.stop.wait(SlowSubmit.delay_s)  # the client has long given up or is still waiting
+        data = json.dumps({"jobid": "b" * 32}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def slow_jobmanagers():
+    SlowSubmit.posts, SlowSubmit.stop = [], threading.Event()
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), SlowSubmit) for _ in range(2)]
+    for httpd in servers:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield [f"http://127.0.0.1:{httpd.server_port}" for httpd in servers]
+    SlowSubmit.stop.set()
+    for httpd in servers:
+        httpd.shutdown()
+
+
+JAR = "867eaee7-eaf8-481f-9571-f37da1173d65_ds2-testjob.jar"
+
+
+def test_a_submission_slower_than_a_rest_call_is_waited_for(slow_jobmanagers):
+    SlowSubmit.delay_s = 1.5  # longer than a REST call may take, within the submission's bound
+    conn = FlinkConnection(base_url=slow_jobmanagers[0], timeout_s=0.5, submit_timeout_s=30, backoff_s=0)
+    assert FlinkRestClient(conn).run_jar(JAR, None, []) == "b" * 32
+    assert len(SlowSubmit.posts) == 1
+
+
+def test_a_submission_without_answer_is_never_sent_again_not_even_to_a_standby(slow_jobmanagers):
+    SlowSubmit.delay_s = 30  # no answer in time: the job may still be being submitted
+    first, standby = slow_jobmanagers
+    conn = FlinkConnection(base_url=first, standby_urls=(standby,), submit_timeout_s=0.5, retries=2, backoff_s=0)
+    with pytest.raises(FlinkUnreachable, match=r"did not answer POST /jars/.*/run in 0.5 s"):
+        FlinkRestClient(conn).run_jar(JAR, None, [])
+    assert len(SlowSubmit.posts) == 1  # two jobs from one submission would be worse than none

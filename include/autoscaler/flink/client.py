@@ -33,6 +33,8 @@ from autoscaler.flink.models import (
     stable_vertex_names,
 )
 
+_IDEMPOTENT = frozenset({"GET", "PUT", "HEAD", "OPTIONS", "DELETE"})  # may be sent again after no answer
+
 
 class FlinkRestClient:
     def __init__(self, connection: FlinkConnection) -> None:
@@ -48,7 +50,7 @@ class FlinkRestClient:
             status=connection.retries,
             backoff_factor=connection.backoff_s,
             status_forcelist=(500, 502, 503, 504),
-            allowed_methods=frozenset({"GET", "PUT", "HEAD", "OPTIONS", "DELETE"}),
+            allowed_methods=_IDEMPOTENT,
             raise_on_status=False,
         )
         adapter = HTTPAdapter(max_retries=retry)
@@ -77,22 +79,26 @@ class FlinkRestClient:
             first = self.urls.index(self.base_url)
             yield from self.urls[first:] + self.urls[:first]
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(self, method: str, path: str, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        timeout_s = timeout_s or self.connection.timeout_s
         unreachable: FlinkUnreachable | None = None
         for base in self._bases():
             url = f"{base}{path}"
             try:
                 # verify per request: a session's CA bundle loses to REQUESTS_CA_BUNDLE in the environment
                 # (requests' merge order), so a connection's own CA would be silently ignored.
-                response = self.session.request(
-                    method, url, timeout=self.connection.timeout_s, verify=self.connection.verify, **kwargs
-                )
-            except requests.ConnectionError as exc:
+                response = self.session.request(method, url, timeout=timeout_s, verify=self.connection.verify, **kwargs)
+            except requests.ConnectTimeout as exc:  # nothing reached Flink: another address may be asked
                 unreachable = FlinkUnreachable(f"Flink REST at {base} is unreachable: {_root_cause(exc)}", url=url)
                 continue
             except requests.Timeout:
-                message = f"Flink REST at {base} did not answer {method} {path} in {self.connection.timeout_s} s"
+                message = f"Flink REST at {base} did not answer {method} {path} in {timeout_s:g} s"
+                if method not in _IDEMPOTENT:  # it reached Flink and may have been done: never sent a second time
+                    raise FlinkUnreachable(message, url=url) from None
                 unreachable = FlinkUnreachable(message, url=url)
+                continue
+            except requests.ConnectionError as exc:
+                unreachable = FlinkUnreachable(f"Flink REST at {base} is unreachable: {_root_cause(exc)}", url=url)
                 continue
             self.base_url = base  # the JobManager that answered is asked first from now on
             return _answer(method, path, url, response)
@@ -313,7 +319,8 @@ class FlinkRestClient:
                                 "flinkConfiguration": dict(flink_configuration) if flink_configuration else None}  # fmt: skip
         if savepoint_path:
             body |= {"savepointPath": savepoint_path, "claimMode": claim_mode}
-        data = self._request("POST", f"/jars/{ids.jar_id(jar_id)}/run", json={k: v for k, v in body.items() if v is not None})
+        path, submission = f"/jars/{ids.jar_id(jar_id)}/run", {k: v for k, v in body.items() if v is not None}
+        data = self._request("POST", path, timeout_s=self.connection.submit_timeout_s, json=submission)
         return ids.job_id(data["jobid"])
 
     def planned_vertex_ids(self, jar_id: str, entry_class: str | None, program_args: Sequence[str]) -> set[str]:
@@ -321,7 +328,7 @@ class FlinkRestClient:
         body: dict[str, Any] = {"programArgsList": list(program_args)}
         if entry_class:
             body["entryClass"] = entry_class
-        data = self._request("POST", f"/jars/{ids.jar_id(jar_id)}/plan", json=body)
+        data = self._request("POST", f"/jars/{ids.jar_id(jar_id)}/plan", timeout_s=self.connection.submit_timeout_s, json=body)
         return {str(node["id"]) for node in (data.get("plan") or {}).get("nodes", [])}
 
     def cancel(self, job_id: str) -> None:

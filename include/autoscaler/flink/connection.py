@@ -18,6 +18,11 @@ class FlinkConnection:
     client_cert: str | None = None  # PEM certificate for TLS client authentication (security.ssl.rest.authentication-enabled)
     client_key: str | None = None  # its private key (PEM), when not in client_cert
     timeout_s: float = 10.0
+    # POST /jars/:id/run and /plan run the program's main() in the JobManager (a SQL job is planned there) and
+    # answer only once the job graph is built and submitted; Flink itself bounds that by `web.timeout` (600 s by
+    # default). A client that gives up sooner leaves a job it takes for failed -- and may submit a second -- so
+    # the wait for a submission is Flink's own bound, not a REST call's.
+    submit_timeout_s: float = 600.0
     retries: int = 4
     backoff_s: float = 0.5
     # Other JobManagers' REST addresses (high availability: a standby's REST serves through the leader), tried

@@ -57,6 +57,7 @@ class FlinkHook(BaseHook):
             client_cert=extra.get("client_cert") or None,
             client_key=extra.get("client_key") or None,
             timeout_s=float(extra.get("timeout", 10)),
+            submit_timeout_s=float(extra.get("submit_timeout", FlinkConnection.submit_timeout_s)),
             standby_urls=_standby_urls(self.flink_conn_id, extra.get("standby_urls")),
         )
 
