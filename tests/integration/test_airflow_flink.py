@@ -40,12 +40,13 @@ def test_hook_builds_the_client_from_the_connection(flink_conn, monkeypatch):
                 "schema": "https",
                 "login": "u",
                 "password": "p",
-                "extra": {"verify": "/etc/ca.pem", "timeout": 3},
+                "extra": {"verify": "/etc/ca.pem", "timeout": 3, "submit_timeout": 120},
             }
         ),
     )
     conn = FlinkHook("flink_tls").connection()
     assert conn.base_url == "https://flink.example:443" and conn.verify == "/etc/ca.pem" and conn.timeout_s == 3
+    assert conn.submit_timeout_s == 120 and FlinkHook(flink_conn).connection().submit_timeout_s == 600  # Flink's web.timeout
     assert "p" not in repr(conn).replace("https", "").replace("example", "")
 
 
