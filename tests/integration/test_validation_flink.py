@@ -20,21 +20,22 @@ from tests.integration.test_collect import RATE_METRIC, wait_for_busy_time
 
 pytestmark = pytest.mark.flink
 JOB = "wordcount-valid"
-WINDOW_S = 15.0  # the measurement window: long enough for the REST counters' 2 s staleness to stay small
+WINDOW_S = 15.0  # the measurement window: long enough for the REST counters' staleness to stay small
+STALENESS_S = 2.0  # how old Flink's REST counters may be: conf/flink's metrics.fetcher.update-interval
 # A window's end snapshot waits up to its refresh bound for counters that moved (on a loaded machine, most of it:
-# 9.5 s seen under three busy loops), and those are up to 2 s stale, so a window of WINDOW_S may measure that
+# 9.5 s seen under three busy loops), and those are up to STALENESS_S old, so a window of WINDOW_S may measure that
 # much longer. A 15-s interval makes this a large fraction; a production interval of minutes makes it small.
-WINDOW_TOLERANCE = (METRICS_REFRESH_TIMEOUT_S + 2.0) / WINDOW_S
+WINDOW_TOLERANCE = (METRICS_REFRESH_TIMEOUT_S + STALENESS_S) / WINDOW_S
 
 
 def wait_one_window(client, job_id: str, vertex: str, since: datetime, window_s: float) -> None:
-    """Poll the vertex's counters until ``window_s`` less their staleness (2 s) passed since the last window's end
+    """Poll the vertex's counters until ``window_s`` less their staleness passed since the last window's end
     (the boundary snapshot's time) and the counters moved: the polling keeps Flink's lazily refreshed metric
     fetcher fresh, as a collector's reads do. The next snapshot's own time (half its length) completes it."""
     vid = client.job(job_id).vertex(vertex).id
     first = sum(c.busy_ms for c in client.subtask_counters(job_id, vid))
     moved = False
-    while not moved or (datetime.now(UTC) - since).total_seconds() < window_s - 2.0:
+    while not moved or (datetime.now(UTC) - since).total_seconds() < window_s - STALENESS_S:
         elapsed = (datetime.now(UTC) - since).total_seconds()
         assert elapsed < 4 * window_s, f"{vertex}'s counters did not move in {4 * window_s:g} s"
         time.sleep(0.5)

@@ -88,17 +88,14 @@ class FlinkRestClient:
                 # verify per request: a session's CA bundle loses to REQUESTS_CA_BUNDLE in the environment
                 # (requests' merge order), so a connection's own CA would be silently ignored.
                 response = self.session.request(method, url, timeout=timeout_s, verify=self.connection.verify, **kwargs)
-            except requests.ConnectTimeout as exc:  # nothing reached Flink: another address may be asked
+            except requests.ConnectionError as exc:  # a connect timeout too: nothing reached Flink
                 unreachable = FlinkUnreachable(f"Flink REST at {base} is unreachable: {_root_cause(exc)}", url=url)
                 continue
-            except requests.Timeout:
+            except requests.Timeout:  # no answer to a request that reached Flink
                 message = f"Flink REST at {base} did not answer {method} {path} in {timeout_s:g} s"
-                if method not in _IDEMPOTENT:  # it reached Flink and may have been done: never sent a second time
+                if method not in _IDEMPOTENT:  # it may have been done: never sent a second time
                     raise FlinkUnreachable(message, url=url) from None
                 unreachable = FlinkUnreachable(message, url=url)
-                continue
-            except requests.ConnectionError as exc:
-                unreachable = FlinkUnreachable(f"Flink REST at {base} is unreachable: {_root_cause(exc)}", url=url)
                 continue
             self.base_url = base  # the JobManager that answered is asked first from now on
             return _answer(method, path, url, response)
