@@ -43,6 +43,7 @@ from autoscaler.lab.sim import fidelity as F  # noqa: E402
 from autoscaler.lab.sim import sweep as S  # noqa: E402
 from autoscaler.lab.sim.calibration import calibrate  # noqa: E402
 from autoscaler.lab.sim.plot import frontier_png  # noqa: E402
+from autoscaler.lab.sim.repeatability import repeatability, repeatability_md, simulator_on  # noqa: E402
 from autoscaler.lab.sim.report import fidelity_md, scenario_md, sweep_md  # noqa: E402
 
 BENCH = ROOT / "benchmarks"
@@ -190,6 +191,11 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     results.sort(key=lambda r: r["run"])
     (SIM / "fidelity.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     (SIM / "fidelity.md").write_text(fidelity_md(results))
+    # The ceiling: how often repeated real runs of the same code agree with each other by the same checks.
+    code = {p: key for key, (_, paths) in groups.items() for p in paths}
+    rep = repeatability(runs, code.__getitem__)
+    text = repeatability_md(rep, BENCH, simulator_on(rep, results, BENCH))
+    (SIM / "repeatability.md").write_text("# The real lab against itself\n\n" + text)
     print((SIM / "fidelity.md").read_text().split("\n\n")[1])
     return 0
 
