@@ -8,8 +8,8 @@
 under-provisioned with a stepped rate schedule, starts Airflow (api-server, scheduler,
 dag-processor, triggerer; its metadata DB on the project's own PostgreSQL) with the demo job's
 DAG unpaused, and lets the scheduler run the scaling DAG every interval while the load steps up
-and down. It prints one line per epoch, then the report (rescales to converge, oscillations, time
-to sustained rate, over-provisioning, downtime) and writes data/demo/report.md and data/demo/demo.png. Everything it
+and down. It prints one line per epoch, then the report (rescales and the reversals among them, time
+to the sustained rate, over-provisioning, downtime) and writes data/demo/report.md and data/demo/demo.png. Everything it
 started is stopped at the end (``--keep-ui`` leaves Airflow and Flink up); the data stays.
 
 ``up`` starts the development stack for the jobs in include/jobs.yaml (Flink on 8081 with the

@@ -47,7 +47,7 @@ def rescale(epoch, new):
 
 def test_phases_convergence_oscillation_and_overprovisioning(tmp_path):
     # Phase 1 (20k, capacity 5k/instance -> minimum 4): epoch 0 rescales 1 -> 4, warm-up, then sustained.
-    # Phase 2 (30k -> minimum 6): epoch 4 rescales 4 -> 6, sustained from epoch 6, then an oscillation at 7.
+    # Phase 2 (30k -> minimum 6): epoch 4 rescales 4 -> 6, sustained from epoch 6, then 6 -> 7 at 7 (no reversal).
     rows = metrics(0, 20000, 5000, 1, bp=1.0) + metrics(1, 20000, 0, 4, warmup=True) + metrics(2, 20000, 19900, 4)
     rows += metrics(3, 20000, 20000, 4) + metrics(4, 30000, 20000, 4, bp=0.5) + metrics(5, 30000, 0, 6, warmup=True)
     rows += metrics(6, 30000, 29900, 6) + metrics(7, 30000, 29900, 6)
@@ -59,12 +59,13 @@ def test_phases_convergence_oscillation_and_overprovisioning(tmp_path):
 
     epochs = loop_report.epoch_rows(tmp_path, JOB)
     assert [r.epoch for r in epochs] == list(range(8)) and epochs[1].warmup and not epochs[2].warmup
-    assert epochs[0].backpressure == 1.0 and not epochs[0].sustained and epochs[2].sustained
+    assert epochs[0].backpressure == 1.0 and not loop_report.keeps_up(epochs[0], None, 20000)
+    assert loop_report.keeps_up(epochs[2], epochs[1], 20000) and not loop_report.keeps_up(epochs[2], epochs[1], 21000)
     schedule = loop_report.schedule_times(T0, [(0, 20000), (120, 30000)])
     first, second = loop_report.phases(epochs, loop_report.capacities(tmp_path, JOB), schedule)
     assert (first.rescales, first.oscillations, first.time_to_sustain_s) == (1, 0, 90.0)
     assert first.final_parallelism["Count"] == 4 and first.over_provisioning == {"Count": 0}
-    assert (second.rescales, second.oscillations, second.time_to_sustain_s) == (1, 1, 90.0)
+    assert (second.rescales, second.oscillations, second.time_to_sustain_s) == (2, 0, 90.0)
     assert second.final_parallelism["Count"] == 7 and second.over_provisioning == {"Count": 1}
     text = loop_report.summary([first, second], epochs)
     assert "| start (12:00:00) | 20,000 | 1 | 0 | 90 s | Count 4, Source 1 | Count +0 |" in text
@@ -96,3 +97,27 @@ def test_every_epoch_is_listed_with_its_verdict(tmp_path):
     summary = loop_report.summary([], epochs)
     assert "Epochs: 4 (" in summary and "2 without a decision for want of good metrics" in summary
     loop_report.chart(epochs, [], ["Source", "Count"], tmp_path / "loop.png")  # unmeasured epochs are skipped
+
+
+def test_a_reversal_turns_an_operators_previous_change_of_the_phase_around():
+    up, more, back = ({"Count": 1}, {"Count": 4}), ({"Count": 4}, {"Count": 8}), ({"Count": 8}, {"Count": 7})
+    assert loop_report.reversals([up, more]) == 0
+    assert loop_report.reversals([up, more, back]) == 1  # 1 -> 4 -> 8 -> 7: the drain capacity given back
+    assert loop_report.reversals([back]) == 0  # a scale-down after a fall of the load is no reversal
+    assert loop_report.reversals([({"Count": 4, "Parse": 1}, {"Count": 6, "Parse": 1})]) == 0
+
+
+def test_a_phase_is_sustained_from_the_run_of_sustained_epochs_that_lasts_to_its_end(tmp_path):
+    # A source that owes a backlog is back-pressured while it drains it: epochs 1-2 drain a shrinking
+    # backlog at 100 % back-pressure and count as sustained; epoch 3 lets it grow again, epochs 4-5 keep up.
+    def with_backlog(epoch, achieved, bp, backlog):
+        rows = metrics(epoch, 20000, achieved, 4, bp=bp)
+        rows[0]["pending_records"] = backlog
+        return rows
+
+    rows = with_backlog(0, 19000, 1.0, 900_000) + with_backlog(1, 28000, 1.0, 600_000) + with_backlog(2, 28000, 1.0, 300_000)
+    rows += with_backlog(3, 19500, 1.0, 310_000) + with_backlog(4, 28000, 1.0, 50_000) + with_backlog(5, 20000, 0.0, 0)
+    write_epochs(tmp_path, METRICS, JOB, pa.Table.from_pylist(rows, schema=METRICS.arrow_schema()))
+    epochs = loop_report.epoch_rows(tmp_path, JOB)
+    (phase,) = loop_report.phases(epochs, {}, loop_report.schedule_times(T0, [(0, 20000)]))
+    assert phase.time_to_sustain_s == 150.0  # epoch 4's end: the run that lasts to the end starts there

@@ -31,28 +31,8 @@ from typing import Any
 
 from autoscaler.lab.ground_truth import GroundTruth
 from autoscaler.lab.scenario import SCALED, Scenario
-from autoscaler.record.loop_report import EpochRow
+from autoscaler.record.loop_report import DRAINED_S, EpochRow, keeps_up, reversals
 from autoscaler.store.schemas import SUCCEEDED
-
-DRAINED_S = 1.0  # a source owing at most this many seconds of its input (and at least 1 record) has no backlog
-
-SUSTAINED = 0.95
-MAX_BACKPRESSURE = 0.10
-
-
-def _sustained(row: EpochRow, previous: EpochRow | None, arrivals: float) -> bool:
-    """The job keeps up: its sources emitted at least 95 % of the window's ``arrivals`` (the scheduled
-    rate averaged over the window: the sources' gauge is read at one instant, which under a noisy or
-    swinging load is not what the window carried), and a backlog the sources report is not growing
-    (or is under 1 s of input). A source that owes a backlog is back-pressured while it works it
-    off, so back-pressure counts only for sources without a backlog metric."""
-    keeps_up = row.measured and not row.warmup and arrivals > 0 and row.achieved_rate >= SUSTAINED * arrivals
-    if not keeps_up:
-        return False
-    if row.backlog is None:
-        return row.backpressure <= MAX_BACKPRESSURE
-    before = previous.backlog if previous is not None and previous.measured else None
-    return row.backlog <= max(arrivals * DRAINED_S, 1.0) or (before is not None and row.backlog <= before)
 
 
 def _running(rows: Sequence[EpochRow], initial: dict[str, int]) -> list[dict[str, int]]:
@@ -87,28 +67,19 @@ def lab_result(
         rate = scenario.rate_over(end - interval, end)
         need = minimum(rate)
         under = any(n is None or par.get(op, 0) < n for op, n in need.items())
-        sustained = _sustained(r, rows[i - 1] if i else None, scenario.mean_rate(max(end - interval, 0.0), end))
+        sustained = keeps_up(r, rows[i - 1] if i else None, scenario.mean_rate(max(end - interval, 0.0), end))
         per_epoch.append({"end_s": end, "rate": rate, "need": need, "parallelism": par, "under": under, "sustained": sustained})
 
     rescales = [(i, r) for i, r in enumerate(rows) if r.outcome == SUCCEEDED and r.rescaled_at is not None]
-    direction: dict[str, tuple[int, int]] = {}  # operator -> (sign of its last change, load change it happened in)
-    reversal_in: list[int] = []
     changes = [c.at_s for c in scenario.schedule]
 
     def load_change(t: float) -> int:
         return max(i for i, at in enumerate(changes) if at <= max(t, 0.0))
 
+    by_change: dict[int, list[tuple[dict[str, int], dict[str, int]]]] = {}
     for i, r in rescales:
-        k = load_change(offset(r.rescaled_at))
-        before = running[i]
-        for op, new in r.new_parallelism.items():
-            sign = (new > before.get(op, new)) - (new < before.get(op, new))
-            if not sign:
-                continue
-            last = direction.get(op)
-            if last and last[0] != sign and last[1] == k:
-                reversal_in.append(k)
-            direction[op] = (sign, k)
+        by_change.setdefault(load_change(offset(r.rescaled_at)), []).append((running[i], r.new_parallelism))
+    reversal_in = {k: reversals(steps) for k, steps in by_change.items()}
 
     entries = []
     settled: list[int] = []  # epochs in the sustained run that ends each load change: the cost after settling
@@ -138,7 +109,7 @@ def lab_result(
             "rate": change.rate,
             "rescales": len(done),
             "time_to_sustain_s": sustain,
-            "oscillations": reversal_in.count(k),
+            "oscillations": reversal_in.get(k, 0),
             "over_instances": over,
             "under_instances": under,
             "ground_truth": need,
@@ -160,7 +131,7 @@ def lab_result(
     calm = [i for i in settled if rows[i].measured]
     totals = {
         "rescales": len(rescales),
-        "oscillations": len(reversal_in),
+        "oscillations": sum(reversal_in.values()),
         "under_provisioned_s": sum(e["under_provisioned_s"] for e in entries),
         "over_instances_end": sum(entries[-1]["over_instances"].values()) if entries else 0,
         "under_instances_end": sum(v or 0 for v in entries[-1]["under_instances"].values()) if entries else 0,

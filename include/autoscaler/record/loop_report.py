@@ -7,10 +7,13 @@ made for any job and any stretch of time, not only for the demo:
   back-pressure, every operator's parallelism, and what the autoscaler did and why. Every epoch
   of the range is listed, also those with no metrics (quarantined by validation, or never
   collected: a run that failed or never came), so a lost epoch cannot go unseen;
-- per load phase: rescales until converged (DS2's goal: one), oscillations after it (rescales
-  once the rate was sustained), time from the load change to the rate sustained, and
-  over-provisioning against the smallest parallelism that sustains the rate at the measured
-  capacity per instance.
+- per load phase: its rescales (DS2's goal: one), the reversals among them (a rescale that turns an
+  operator's previous change of the same phase around), time from the load change to the run of
+  sustained epochs that lasts to the next change, and over-provisioning against the smallest
+  parallelism that sustains the rate at the measured capacity per instance.
+
+"Sustained" and "reversal" are the policy lab's own (``autoscaler.lab.result`` imports them from here),
+so the demo's report and a lab run's figures mean the same by each word.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,8 +30,9 @@ from typing import Any
 from autoscaler.store.parquet import read_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, SUCCEEDED, VALIDATIONS
 
-SUSTAINED = 0.95  # achieved >= 95 % of the target rate ...
-MAX_BACKPRESSURE = 0.10  # ... with the sources back-pressured at most 10 % of the window
+SUSTAINED = 0.95  # the sources emit >= 95 % of the window's arrivals ...
+MAX_BACKPRESSURE = 0.10  # ... back-pressured <= 10 % of the window, where they report no backlog ...
+DRAINED_S = 1.0  # ... or owing no more than this many seconds of their input (and at least 1 record)
 
 
 @dataclass
@@ -60,10 +64,33 @@ class EpochRow:
             return "lost"
         return "warm-up" if self.warmup else "no action recorded"
 
-    @property
-    def sustained(self) -> bool:
-        enough = self.achieved_rate >= SUSTAINED * self.target_rate
-        return self.target_rate > 0 and enough and self.backpressure <= MAX_BACKPRESSURE
+
+def keeps_up(row: EpochRow, previous: EpochRow | None, arrivals: float) -> bool:
+    """The epoch sustained its load: its sources emitted at least 95 % of the window's ``arrivals`` (the
+    scheduled rate averaged over the window: the sources' gauge is read at one instant, which under a noisy
+    or swinging load is not what the window carried), and a backlog the sources report is not growing (or
+    is under 1 s of input). A source that owes a backlog is back-pressured while it works it off, so
+    back-pressure counts only for sources without a backlog metric."""
+    if not (row.measured and not row.warmup and arrivals > 0 and row.achieved_rate >= SUSTAINED * arrivals):
+        return False
+    if row.backlog is None:
+        return row.backpressure <= MAX_BACKPRESSURE
+    before = previous.backlog if previous is not None and previous.measured else None
+    return row.backlog <= max(arrivals * DRAINED_S, 1.0) or (before is not None and row.backlog <= before)
+
+
+def reversals(steps: Sequence[tuple[Mapping[str, int], Mapping[str, int]]]) -> int:
+    """How many of these rescales ((parallelism before, new parallelism), in order, of one load change)
+    turn an operator's previous change among them around."""
+    direction: dict[str, int] = {}
+    count = 0
+    for before, after in steps:
+        for op, new in after.items():
+            sign = (new > before.get(op, new)) - (new < before.get(op, new))
+            if sign:
+                count += direction.get(op, sign) != sign
+                direction[op] = sign
+    return count
 
 
 @dataclass
@@ -166,9 +193,13 @@ def phases(
         end = schedule[i + 1][0] if i + 1 < len(schedule) else datetime.max.replace(tzinfo=start.tzinfo)
         mine = [r for r in rows if start < r.end <= end and r.measured]
         rescaled = [r for r in mine if r.outcome == SUCCEEDED]
-        at_rate = [r for r in mine if r.sustained and not r.warmup and abs(r.target_rate - rate) <= 0.05 * rate]
-        first_sustained = at_rate[0] if at_rate else None
-        oscillations = len([r for r in rescaled if first_sustained and r.epoch > first_sustained.epoch])
+        step = timedelta(seconds=_step(rows))
+        sustained = [keeps_up(r, mine[j - 1] if j else None, mean_rate(schedule, r.end - step, r.end))
+                     for j, r in enumerate(mine)]  # fmt: skip
+        j = len(mine)  # the phase's trailing run of sustained epochs starts at mine[j]
+        while j > 0 and sustained[j - 1]:
+            j -= 1
+        first_sustained = mine[j] if j < len(mine) else None
         final = {**mine[-1].parallelism, **mine[-1].new_parallelism} if mine else {}
         measured: dict[str, list[float]] = {}
         for r in mine:
@@ -184,8 +215,8 @@ def phases(
                 start=start,
                 rate=rate,
                 rows=mine,
-                rescales=len([r for r in rescaled if not first_sustained or r.epoch <= first_sustained.epoch]),
-                oscillations=oscillations,
+                rescales=len(rescaled),
+                oscillations=reversals([(r.parallelism, r.new_parallelism) for r in rescaled]),
                 time_to_sustain_s=(first_sustained.end - start).total_seconds() if first_sustained else None,
                 final_parallelism=final,
                 minimum_parallelism=minimum,
@@ -221,7 +252,7 @@ def table(rows: Sequence[EpochRow], operators: Sequence[str]) -> str:
 
 def summary(ps: Sequence[Phase], rows: Sequence[EpochRow]) -> str:
     lines = [
-        "| load change | rate (rec/s) | rescales to converge | oscillations after | time to sustained rate "
+        "| load change | rate (rec/s) | rescales | reversals | time to sustained rate "
         "| final parallelism | over-provisioning vs minimum |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -317,6 +348,18 @@ def _step(rows: Sequence[EpochRow]) -> float:
     """The usual distance between epoch ends (the policy interval), seconds."""
     gaps = sorted((b.end - a.end).total_seconds() for a, b in itertools.pairwise(rows))
     return gaps[len(gaps) // 2] if gaps else 30.0
+
+
+def mean_rate(schedule: Sequence[tuple[datetime, float]], t0: datetime, t1: datetime) -> float:
+    """The scheduled rate averaged over [t0, t1] (the last entry lasts for ever; nothing before the first)."""
+    if not schedule or t1 <= t0:
+        return 0.0
+    total = 0.0
+    for i, (start, rate) in enumerate(schedule):
+        end = schedule[i + 1][0] if i + 1 < len(schedule) else t1
+        overlap = (min(end, t1) - max(start, t0)).total_seconds()
+        total += rate * max(overlap, 0.0)
+    return total / (t1 - t0).total_seconds()
 
 
 def schedule_times(start: datetime, steps: Sequence[tuple[float, float]]) -> list[tuple[datetime, float]]:
