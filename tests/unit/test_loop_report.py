@@ -67,6 +67,10 @@ def test_phases_convergence_oscillation_and_overprovisioning(tmp_path):
     assert first.final_parallelism["Count"] == 4 and first.over_provisioning == {"Count": 0}
     assert (second.rescales, second.oscillations, second.time_to_sustain_s) == (2, 0, 90.0)
     assert second.final_parallelism["Count"] == 7 and second.over_provisioning == {"Count": 1}
+    # A window that ends a moment after the load changed measured the phase before: it stays with it.
+    late_end = loop_report.schedule_times(T0, [(0, 20000), (119.6, 30000)])
+    early, _ = loop_report.phases(epochs, loop_report.capacities(tmp_path, JOB), late_end)
+    assert [r.epoch for r in early.rows] == [0, 1, 2, 3]
     text = loop_report.summary([first, second], epochs)
     assert "| start (12:00:00) | 20,000 | 1 | 0 | 90 s | Count 4, Source 1 | Count +0 |" in text
     assert "Total: 3 rescales, 1.5 s downtime in all." in text

@@ -187,13 +187,14 @@ def capacities(store_root: str | Path, job: str) -> dict[int, dict[str, float]]:
 def phases(
     rows: Sequence[EpochRow], caps: dict[int, dict[str, float]], schedule: Sequence[tuple[datetime, float]]
 ) -> list[Phase]:
-    """Split the epochs by load phase (an epoch belongs to the phase its window ends in)."""
+    """Split the epochs by load phase: an epoch belongs to the phase its window's middle lies in, the load it
+    measured (a window ends a few hundred ms after the phase it measured, whose decision is that phase's)."""
     out = []
+    step = timedelta(seconds=_step(rows))
     for i, (start, rate) in enumerate(schedule):
         end = schedule[i + 1][0] if i + 1 < len(schedule) else datetime.max.replace(tzinfo=start.tzinfo)
-        mine = [r for r in rows if start < r.end <= end and r.measured]
+        mine = [r for r in rows if start < r.end - step / 2 <= end and r.measured]
         rescaled = [r for r in mine if r.outcome == SUCCEEDED]
-        step = timedelta(seconds=_step(rows))
         sustained = [keeps_up(r, mine[j - 1] if j else None, mean_rate(schedule, r.end - step, r.end))
                      for j, r in enumerate(mine)]  # fmt: skip
         j = len(mine)  # the phase's trailing run of sustained epochs starts at mine[j]
