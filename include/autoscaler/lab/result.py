@@ -31,7 +31,7 @@ from typing import Any
 
 from autoscaler.lab.ground_truth import GroundTruth
 from autoscaler.lab.scenario import SCALED, Scenario
-from autoscaler.record.loop_report import DRAINED_S, EpochRow, keeps_up, reversals
+from autoscaler.record.loop_report import DRAINED_S, EpochRow, keeps_up, reversals, sustained_from
 from autoscaler.store.schemas import SUCCEEDED
 
 
@@ -89,9 +89,7 @@ def lab_result(
         mine = [i for i, e in enumerate(per_epoch) if lo < e["end_s"] <= hi]
         done = [(i, r) for i, r in rescales if lo <= offset(r.rescaled_at) < hi]
         sustain = None
-        j = len(mine)  # the change's trailing run of sustained epochs starts at mine[j]
-        while j > 0 and per_epoch[mine[j - 1]]["sustained"]:
-            j -= 1
+        j = sustained_from([per_epoch[i]["sustained"] for i in mine])  # the change's trailing sustained run: mine[j:]
         if j < len(mine):
             sustain = per_epoch[mine[j]]["end_s"] - lo
             settled += mine[j:]

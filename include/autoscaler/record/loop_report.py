@@ -79,6 +79,14 @@ def keeps_up(row: EpochRow, previous: EpochRow | None, arrivals: float) -> bool:
     return row.backlog <= max(arrivals * DRAINED_S, 1.0) or (before is not None and row.backlog <= before)
 
 
+def sustained_from(flags: Sequence[bool]) -> int:
+    """Where the trailing run of sustained epochs starts (``len(flags)``: the last epoch is not sustained)."""
+    j = len(flags)
+    while j > 0 and flags[j - 1]:
+        j -= 1
+    return j
+
+
 def reversals(steps: Sequence[tuple[Mapping[str, int], Mapping[str, int]]]) -> int:
     """How many of these rescales ((parallelism before, new parallelism), in order, of one load change)
     turn an operator's previous change among them around."""
@@ -197,9 +205,7 @@ def phases(
         rescaled = [r for r in mine if r.outcome == SUCCEEDED]
         sustained = [keeps_up(r, mine[j - 1] if j else None, mean_rate(schedule, r.end - step, r.end))
                      for j, r in enumerate(mine)]  # fmt: skip
-        j = len(mine)  # the phase's trailing run of sustained epochs starts at mine[j]
-        while j > 0 and sustained[j - 1]:
-            j -= 1
+        j = sustained_from(sustained)
         first_sustained = mine[j] if j < len(mine) else None
         final = {**mine[-1].parallelism, **mine[-1].new_parallelism} if mine else {}
         measured: dict[str, list[float]] = {}

@@ -143,16 +143,22 @@ def agreement(real: RealRun, sim_result: dict[str, Any], sim_rows: list[Any]) ->
     sis = interval * sum(sum(p for op, p in sim_rows[i].parallelism.items() if op in SCALED)
                          for i in measured if i < len(sim_rows))  # fmt: skip
     sim_rescales = simulated_rescales(sim_rows)
-    rd, sd = longest_drain(real.result), longest_drain(sim_result)
-    drain_ok = (rd == sd) if math.inf in (rd, sd) else abs(rd - sd) <= interval
+    mine = {"rescales": real.rescales(), "instance_seconds": ris, "under_s": rt["under_provisioned_s"],
+            "drain_s": longest_drain(real.result)}  # fmt: skip
+    sim = {"rescales": sim_rescales, "instance_seconds": sis, "under_s": st["under_provisioned_s"],
+           "drain_s": longest_drain(sim_result)}  # fmt: skip
+    return {"epochs": len(real.epochs), **checks(mine, sim, interval), "real": mine, "sim": sim}
+
+
+def checks(reference: dict[str, Any], other: dict[str, Any], interval: float) -> dict[str, bool]:
+    """The four checks of ``other`` against ``reference`` (each: rescales, instance_seconds, under_s, drain_s)."""
+    rd, od = reference["drain_s"], other["drain_s"]
+    ris = reference["instance_seconds"]
     return {
-        "epochs": len(real.epochs),
-        "sequence": same_sequence(real.rescales(), sim_rescales),
-        "instance_seconds": abs(sis - ris) <= 0.05 * ris,
-        "under_provisioned": abs(st["under_provisioned_s"] - rt["under_provisioned_s"]) <= interval,
-        "drain": drain_ok,
-        "real": {"rescales": real.rescales(), "instance_seconds": ris, "under_s": rt["under_provisioned_s"], "drain_s": rd},
-        "sim": {"rescales": sim_rescales, "instance_seconds": sis, "under_s": st["under_provisioned_s"], "drain_s": sd},
+        "sequence": same_sequence(reference["rescales"], other["rescales"]),
+        "instance_seconds": abs(other["instance_seconds"] - ris) <= 0.05 * ris,
+        "under_provisioned": abs(other["under_s"] - reference["under_s"]) <= interval,
+        "drain": (rd == od) if math.inf in (rd, od) else abs(rd - od) <= interval,
     }
 
 

@@ -18,23 +18,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from autoscaler.lab.sim.fidelity import RealRun, longest_drain, read_real_run, same_sequence
+from autoscaler.lab.sim.fidelity import RealRun, checks, longest_drain, read_real_run
 
 CHECKS = ("sequence", "instance_seconds", "under_provisioned", "drain")
 
 
+def figures(run: RealRun) -> dict[str, Any]:
+    """A real run's figures as the fidelity checks read them."""
+    totals = run.result["totals"]
+    return {"rescales": run.rescales(), "instance_seconds": totals["instance_seconds"],
+            "under_s": totals["under_provisioned_s"], "drain_s": longest_drain(run.result)}  # fmt: skip
+
+
 def reproduces(a: RealRun, b: RealRun) -> dict[str, bool]:
     """Does real run ``b`` reproduce real run ``a`` by the fidelity checks (``a`` the reference)?"""
-    interval = a.result["interval_s"]
-    at, bt = a.result["totals"], b.result["totals"]
-    ad, bd = longest_drain(a.result), longest_drain(b.result)
-    drain = (ad == bd) if math.inf in (ad, bd) else abs(ad - bd) <= interval
-    return {
-        "sequence": same_sequence(a.rescales(), b.rescales()),
-        "instance_seconds": abs(bt["instance_seconds"] - at["instance_seconds"]) <= 0.05 * at["instance_seconds"],
-        "under_provisioned": abs(bt["under_provisioned_s"] - at["under_provisioned_s"]) <= interval,
-        "drain": drain,
-    }
+    return checks(figures(a), figures(b), a.result["interval_s"])
 
 
 def groups(results: Sequence[Path], code_of: Callable[[Path], str]) -> dict[tuple[str, str, str], list[RealRun]]:
@@ -61,12 +59,8 @@ def repeatability(results: Sequence[Path], code_of: Callable[[Path], str]) -> di
             for c in CHECKS:
                 pairs[c] += sum(o[c] for o in others)
                 some[c] += any(o[c] for o in others)
-            rows.append({
-                "run": str(a.path), "scenario": scenario, "kind": kind, "code": code,
-                "rescales": a.rescales(), "instance_seconds": a.result["totals"]["instance_seconds"],
-                "under_s": a.result["totals"]["under_provisioned_s"], "drain_s": longest_drain(a.result),
-                "reproduced_by": {c: sum(o[c] for o in others) for c in CHECKS}, "others": len(others),
-            })  # fmt: skip
+            rows.append({"run": str(a.path), "scenario": scenario, "kind": kind, "code": code, **figures(a),
+                         "reproduced_by": {c: sum(o[c] for o in others) for c in CHECKS}, "others": len(others)})  # fmt: skip
     return {"runs": n_runs, "pairs": n_pairs, "pairwise": pairs, "in_some_other": some, "rows": rows}
 
 
