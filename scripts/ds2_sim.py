@@ -58,6 +58,12 @@ def git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
+def code_commit(short: bool = False) -> str:
+    """HEAD, with ``+changes`` when the code under test differs from it (a sweep run before its commit)."""
+    head = git("rev-parse", *(["--short"] if short else []), "HEAD")
+    return head + "+changes" if git("status", "--porcelain", "--", "include", "scripts") else head
+
+
 def run_commit(result: Path) -> str:
     """The commit whose code a real run ran (see the module's doc)."""
     data = json.loads(result.read_text())
@@ -219,12 +225,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     lines = [f"{len(paths)} scenarios ({', '.join(sorted({p.parent.name for p in paths}))}) x {len(chosen)} variants x "
              f"{len(seeds)} seeds = {len(records)} runs, {hours:,.0f} simulated hours, {epochs:,} epochs;",
              f"wall {wall:.0f} s on {args.workers or os.cpu_count()} processes ({cpu:.0f} CPU-s in the runs, "
-             f"{1000 * cpu / max(epochs, 1):.1f} ms per epoch); commit {git('rev-parse', '--short', 'HEAD')}; "
+             f"{1000 * cpu / max(epochs, 1):.1f} ms per epoch); commit {code_commit(short=True)}; "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
              "Cost is instance-seconds over the floor (an oracle that runs the fewest sustaining instances every "
              "epoch, without restarts); late is the time the sources owed more than a second of input."]  # fmt: skip
     conditions = {**machine(), "wall_s": round(wall, 1), "runs": len(records), "epochs": epochs, "cpu_s": round(cpu, 1),
-                  "commit": git("rev-parse", "HEAD"), "seeds": len(seeds),
+                  "commit": code_commit(), "seeds": len(seeds),
                   "scenarios": [str(p.relative_to(ROOT)) for p in paths], "lines": lines}  # fmt: skip
     write_sweep(name, records, conditions)
     print("\n".join(lines))

@@ -166,13 +166,15 @@ def _two_passes(metrics: DataFrame) -> DataFrame:
 
 
 def _windows_by_epoch(rows: pa.Table) -> dict[int, dict[str, OperatorWindow]]:
+    # Column by column, not row dicts: a run decides each epoch with its whole history (an hour of epochs),
+    # and building a dict per row was a quarter of a simulated epoch's time.
+    cols = rows.select(["epoch", "operator_id", *WINDOW_FIELDS]).to_pydict()
+    cols["rate_basis"] = [v or None for v in cols["rate_basis"]]
+    for key in ("busy_ratio_max", "backpressure_ratio_max", "observed_processing_rate", "observed_processing_rate_max"):
+        cols[key] = [v or 0.0 for v in cols[key]]
     out: dict[int, dict[str, OperatorWindow]] = {}
-    for rec in rows.to_pylist():
-        values = {k: rec[k] for k in WINDOW_FIELDS}
-        values["rate_basis"] = values["rate_basis"] or None
-        for key in ("busy_ratio_max", "backpressure_ratio_max", "observed_processing_rate", "observed_processing_rate_max"):
-            values[key] = values[key] or 0.0
-        out.setdefault(rec["epoch"], {})[rec["operator_id"]] = OperatorWindow(**values)
+    for epoch, op, *values in zip(cols["epoch"], cols["operator_id"], *(cols[k] for k in WINDOW_FIELDS)):
+        out.setdefault(epoch, {})[op] = OperatorWindow(*values)
     return out
 
 
