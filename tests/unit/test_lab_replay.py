@@ -43,7 +43,7 @@ def test_unchanged_code_moves_no_proposal_and_a_policy_change_shows_the_epochs_i
     # Without the prior's headroom (no rise measured yet), every epoch sizes for the arrival and a restart only.
     monkeypatch.setattr(ds2_plus, "steady_rise", lambda series, horizon, options: (0.0, True))
     moved = replay(store).moved
-    assert [m.words() for m in moved] == [f"epoch {e}: COUNT 7 -> 5" for e in range(5)]
+    assert [m.words() for m in moved] == [f"epoch {e}: COUNT 6 -> 5" for e in range(3)]
 
 
 def test_a_folder_without_one_jobs_topology_is_named(tmp_path):

@@ -20,6 +20,10 @@ for two quantities kept apart:
   of the deadline to work it off. The current size is kept while it carries the steady load and drains
   the backlog by the deadline without a restart.
 
+A size carries the larger of the two, the steady load or the arrival plus the drain, not their sum:
+the steady headroom stands idle until a rise uses it, so it drains the backlog meanwhile (a sum plans
+for the rise and the backlog at once, and buys drain capacity the release must give back).
+
 Capacity at ``p`` is linear as DS2's, corrected by the operator's observed scalability
 (:func:`~autoscaler.policy.signals.scalability`) and limited by its busiest instance (one hot key
 sends ``s + (1 - s) / p`` of the input to one instance: :func:`~autoscaler.policy.signals.hot_share`).
@@ -238,13 +242,16 @@ def _size(op: str, w: OperatorWindow, need: float, options: PolicyOptions, epoch
 
 def _needs(topology: Topology, windows: Mapping[str, OperatorWindow], demands: Mapping[str, SourceDemand], clock: Clock,
            options: PolicyOptions, steady: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:  # fmt: skip
-    """Per operator: ``keep`` (steady + backlog by the deadline, no restart) and ``change`` (the same for a new size,
-    with the input a change owes) in records/s into it. ``steady``: per source, a steady arrival instead of its own."""
+    """Per operator: ``keep`` (the steady load, or the arrival + the backlog by the deadline with no restart, whichever
+    is more) and ``change`` (the same for a new size, with the input a change owes) in records/s into it.
+    ``steady``: per source, a steady arrival instead of its own."""
     at = {}
     for op, d in demands.items():
         s = d.steady_change if steady is None else steady[op]
-        at[op] = {"keep": d.steady + d.backlog / clock.catch_up,
-                  "change": s + (d.backlog + d.arrival * clock.owed) / clock.drain}  # fmt: skip
+        # The steady headroom stands idle until a rise uses it, so it drains the backlog meanwhile: the size
+        # carries the larger of the steady load and the arrival plus the drain, not their sum.
+        at[op] = {"keep": max(d.steady, d.arrival + d.backlog / clock.catch_up),
+                  "change": max(s, d.arrival + (d.backlog + d.arrival * clock.owed) / clock.drain)}  # fmt: skip
     return flow(topology, windows, at, options.factor)
 
 
@@ -335,7 +342,7 @@ def evaluate_epoch(
         kept, kept_words = _size(op, w, need["keep"], options, epochs)
         capacity = w.true_processing_rate / current
         why = f"source: {demands[op].words}; " if source else ""
-        why += (f"steady + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size ({clock.words()}); "
+        why += (f"steady or arrival + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size ({clock.words()}); "
                f"capacity {capacity:,.1f} r/s each")  # fmt: skip
         if kept > current:
             raw, words = _size(op, w, need["change"], options, epochs)
