@@ -248,8 +248,7 @@ def _needs(topology: Topology, windows: Mapping[str, OperatorWindow], demands: M
     at = {}
     for op, d in demands.items():
         s = d.steady_change if steady is None else steady[op]
-        # The steady headroom stands idle until a rise uses it, so it drains the backlog meanwhile: the size
-        # carries the larger of the steady load and the arrival plus the drain, not their sum.
+        # The larger, not the sum: see the module's doc.
         at[op] = {"keep": max(d.steady, d.arrival + d.backlog / clock.catch_up),
                   "change": max(s, d.arrival + (d.backlog + d.arrival * clock.owed) / clock.drain)}  # fmt: skip
     return flow(topology, windows, at, options.factor)
