@@ -236,3 +236,25 @@ def test_the_oldest_and_the_newest_policy_versions_still_replay_in_their_trees(r
     out = json.loads(done.stdout.splitlines()[-1]) if done.stdout else {"error": done.stderr[-2000:]}
     assert "error" not in out, out["error"]
     assert out["run"] == f"lab/{run}" and out["seeds"] == 5
+
+
+@pytest.mark.parametrize("kind", ["utilization", "ds2_plus"])
+def test_history_built_once_decides_as_the_table_of_every_epoch(kind, monkeypatch):
+    # The engine's two forms of a run's history (the windows of earlier epochs ready built, and the table
+    # of every epoch each time, what a Spark task reads) give the same decisions, reason for reason; so do
+    # the utilization kind's kept earlier proposals and proposals sized again each epoch (no entries kept).
+    from autoscaler.lab.sim import loop
+    from autoscaler.policy import utilization
+
+    scenario = parse_scenario(SCENARIO, "test")
+    built = simulate(scenario, kind, TRUTH, CALIBRATION, seed=3)
+    monkeypatch.setattr(loop, "HISTORY_BUILT", False)
+    monkeypatch.setattr(utilization, "_PAST", utilization.OrderedDict())
+    monkeypatch.setattr(utilization, "_PAST_ENTRIES", 0)
+    table = simulate(scenario, kind, TRUTH, CALIBRATION, seed=3)
+    columns = ["epoch", "operator_id", "target_parallelism", "reason"]
+    assert (
+        read_epochs(built.store, DECISIONS, built.job.name).select(columns).to_pylist()
+        == read_epochs(table.store, DECISIONS, table.job.name).select(columns).to_pylist()
+    )
+    assert any(r.outcome == "succeeded" for r in built.rows)

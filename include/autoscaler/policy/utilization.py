@@ -31,6 +31,7 @@ fraction, capped at the splits it reads.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -147,7 +148,8 @@ def evaluate_epoch(
     if epoch is None:
         epoch = history[-1].epoch + 1 if history else 0
     sizings, backlog = _sizings(topology, windows, options, source_rates)
-    earlier = [(e.epoch, _past_proposals(topology, e.windows, options, source_rates)) for e in history]
+    same = (tuple(topology.operators.items()), topology.edges, repr(options), tuple(sorted(source_rates.items())))
+    earlier = [(e.epoch, _past_proposals(topology, e.windows, options, source_rates, same)) for e in history]
     needed = history_epochs(options)
     # Each operator's target after the scale-down deferral, with its words.
     targets: dict[str, tuple[int, str, bool]] = {}  # op -> (target, why, outside)
@@ -203,11 +205,32 @@ def evaluate_epoch(
     return decisions
 
 
+# An earlier epoch's proposals are a pure function of its windows and the run's options: a run that decides
+# epoch after epoch (a backfill, the simulated loop) reads each epoch again for the whole scale-down interval,
+# so they are kept by value (LRU, bounded) instead of sized again up to an hour of epochs times.
+_PAST: OrderedDict[tuple, dict[str, tuple[int, int, bool]]] = OrderedDict()
+_PAST_ENTRIES = 4096
+
+
 def _past_proposals(
-    topology: Topology, windows: Mapping[str, OperatorWindow], options: PolicyOptions, source_rates: Mapping[str, float]
+    topology: Topology,
+    windows: Mapping[str, OperatorWindow],
+    options: PolicyOptions,
+    source_rates: Mapping[str, float],
+    same: tuple,
 ) -> dict[str, tuple[int, int, bool]]:
-    """Operator -> (parallelism, proposal, outside the band) of an earlier epoch; empty when it was not decidable."""
+    """Operator -> (parallelism, proposal, outside the band) of an earlier epoch; empty when it was not decidable.
+    ``same``: what besides ``windows`` the proposals depend on, by value (the run's topology, options, rates)."""
+    key = (same, tuple(windows.items()))
+    if key in _PAST:
+        _PAST.move_to_end(key)
+        return _PAST[key]
     if unusable_epoch(topology, windows) is not None:
-        return {}
-    sizings, _ = _sizings(topology, windows, options, source_rates)
-    return {op: (windows[op].parallelism, s.proposal, s.outside) for op, s in sizings.items()}
+        out: dict[str, tuple[int, int, bool]] = {}
+    else:
+        sizings, _ = _sizings(topology, windows, options, source_rates)
+        out = {op: (windows[op].parallelism, s.proposal, s.outside) for op, s in sizings.items()}
+    _PAST[key] = out
+    if len(_PAST) > _PAST_ENTRIES:
+        _PAST.popitem(last=False)
+    return out

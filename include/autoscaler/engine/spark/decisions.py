@@ -165,7 +165,8 @@ def _two_passes(metrics: DataFrame) -> DataFrame:
     )
 
 
-def _windows_by_epoch(rows: pa.Table) -> dict[int, dict[str, OperatorWindow]]:
+def windows_by_epoch(rows: pa.Table) -> dict[int, dict[str, OperatorWindow]]:
+    """The operator windows of ``rows`` (:func:`operator_windows`' rows), by epoch and operator id."""
     # Column by column, not row dicts: a run decides each epoch with its whole history (an hour of epochs),
     # and building a dict per row was a quarter of a simulated epoch's time.
     cols = rows.select(["epoch", "operator_id", *WINDOW_FIELDS]).to_pydict()
@@ -234,12 +235,17 @@ def decide_job(
     source_rates: Mapping[str, float],
     decide_from: int | None,
     block: int | None = None,
+    history: Mapping[int, Mapping[str, OperatorWindow]] | None = None,
 ) -> pa.Table:
     """Decision rows of one job's epochs from ``decide_from`` on (earlier ones are only history).
 
     ``block``: decide only the epochs of this epoch block (the others in ``rows`` are its history).
     A kind with a column-wise model decides its usable epochs in one call; the rest, and every epoch
     of the other kinds, one at a time with their history.
+
+    ``history``: earlier epochs' windows already built (:func:`windows_by_epoch`), read as the history of
+    the epochs in ``rows`` beside those ``rows`` hold; a caller that decides epoch after epoch (the
+    simulated loop) builds each epoch's windows once instead of an hour of them every epoch.
 
     Arrow in and out: NaN and infinite estimates stay what the policy computed (pandas would
     turn NaN into null on the way back).
@@ -266,10 +272,11 @@ def decide_job(
         rest = epochs[wanted & ~usable]
         rows = rows.filter(pc.is_in(rows.column("epoch"), value_set=pa.array(rest, pa.int64())))
     policy = policy_for(options.kind)
-    by_epoch = _windows_by_epoch(rows)
+    own = windows_by_epoch(rows)
+    by_epoch = {**(history or {}), **own}
     order = {op: k for k, op in enumerate(topology.order)}
     out: list[dict] = []
-    one_by_one = np.array(sorted(by_epoch), dtype=np.int64)
+    one_by_one = np.array(sorted(own), dtype=np.int64)
     for epoch in one_by_one[decided(one_by_one)].tolist():
         history = [EpochWindows(e, by_epoch[e]) for e in range(epoch - depth, epoch) if e in by_epoch]
         for d in policy(topology, by_epoch[epoch], options, source_rates, history, epoch):

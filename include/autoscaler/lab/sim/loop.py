@@ -26,6 +26,7 @@ the run is judged by the real lab's code too (:func:`autoscaler.record.loop_repo
 from __future__ import annotations
 
 import bisect
+import inspect
 import json
 import random
 from collections import deque
@@ -59,6 +60,13 @@ from autoscaler.store.memory import MemoryStore
 from autoscaler.store.parquet import write_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, NOOP, SUCCEEDED
 from autoscaler.testjob import PARALLELISM_ARGS
+
+try:
+    from autoscaler.engine.spark.decisions import windows_by_epoch
+except ImportError:  # an engine from before 2026-12-02 builds every epoch's history from the table each time
+    windows_by_epoch = None  # type: ignore[assignment]
+# Whether the engine takes earlier epochs' windows ready built (the same decisions: a test pins the two forms).
+HISTORY_BUILT = windows_by_epoch is not None and "history" in inspect.signature(decide_job).parameters
 
 START = datetime(2026, 1, 1, tzinfo=UTC)  # the first epoch's start (a boundary of every interval that divides a day)
 RUN = RunInfo("lab-sim", "simulated", START)
@@ -141,7 +149,8 @@ def simulate(
     first = job.epoch_of(START + timedelta(seconds=interval))
     epochs = range(first, first + int(scenario.duration_s // interval))
     previous = _snapshot(job, model, START)
-    recent: deque[pa.Table] = deque(maxlen=depth + 1)
+    recent: deque[pa.Table] = deque(maxlen=depth + 1)  # the epochs the policy reads, as tables (older engines)
+    built: deque[tuple[int, dict[str, Any]]] = deque(maxlen=depth)  # or as windows, each epoch's built once
     for k, epoch in enumerate(epochs):
         boundary = (k + 1) * interval
         taken = boundary + rng.choice(calibration.snapshot_delays_s)
@@ -153,11 +162,17 @@ def simulate(
         rows = window_metrics(previous, current, job.name, epoch)
         previous = current
         write_epochs(store, METRICS, job.name, rows)
-        recent.append(operator_windows(rows))
+        windows = operator_windows(rows)
+        recent.append(windows)
         decided_at = taken + calibration.decision_latency_s
         clock.run_to(decided_at)
         options = _run_options(job, store, topology, epoch)
-        decisions = decide_job(pa.concat_tables(recent), topology, options, RUN, {}, epoch).drop_columns(["op_index"])
+        if HISTORY_BUILT:
+            decisions = decide_job(windows, topology, options, RUN, {}, epoch, history=dict(built))
+            built.extend(windows_by_epoch(windows).items())
+        else:
+            decisions = decide_job(pa.concat_tables(recent), topology, options, RUN, {}, epoch)
+        decisions = decisions.drop_columns(["op_index"])
         write_epochs(store, DECISIONS, job.name, decisions)
         warmup = any(rows.column("warmup").to_pylist())
         validation = {"decidable": not warmup, "summary": "metrics valid but not decidable (no_warmup)" if warmup else "passed"}
