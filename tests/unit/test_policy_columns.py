@@ -104,3 +104,15 @@ def test_rows_in_several_record_batches_decide_as_in_one():
     one, several = (decide_job(t, TOPO, options, RUN, {}, None).to_pylist() for t in (table, batches))
     assert len(one) == 300 * len(TOPO.order)
     assert all(_same(a[k], b[k]) for a, b in zip(one, several, strict=True) for k in a)
+
+
+def test_one_epoch_decided_as_a_row_is_the_epoch_decided_among_many_by_column():
+    rnd = random.Random(11)
+    epochs = {e: _windows(rnd) for e in range(20)}
+    options = PolicyOptions().resolved(TOPO)
+    many = decide_job(_rows(epochs), TOPO, options, RUN, {}, None).to_pylist()
+    for epoch in (0, 7, 19):
+        one = decide_job(_rows({epoch: epochs[epoch]}), TOPO, options, RUN, {}, None).to_pylist()
+        same_epoch = [r for r in many if r["epoch"] == epoch]
+        assert len(one) == len(same_epoch) == len(TOPO.order)
+        assert all(_same(a[k], b[k]) for a, b in zip(one, same_epoch, strict=True) for k in a)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import MISSING, asdict, dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from typing import Any
 
 from autoscaler.config.options import (
@@ -181,7 +181,9 @@ class PolicyOptions:
         )
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        # Every field is a number, a string, or a list or dict of those: a shallow dict is asdict's JSON without its
+        # deep copy (each decision row carries this text, and the simulated loop writes one per epoch).
+        return json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, source: str = "--options") -> PolicyOptions:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,7 +23,8 @@ from autoscaler.store.schemas import ACTIONS, DECISIONS, FAILING_OVER, METRICS, 
 
 def last_rescale(store_root: str | Path, job: str, before_epoch: int) -> LastRescale | None:
     """The newest action before ``before_epoch`` after which the job restarted, a failover included (None: never)."""
-    actions = read_epochs(store_root, ACTIONS, job)
+    # Only the columns the answer needs: the rules read this every epoch, over all of the job's actions.
+    actions = read_epochs(store_root, ACTIONS, job, columns=["outcome", "finished_at"])
     if actions.num_rows == 0:
         return None
     restarted = pc.is_in(actions.column("outcome"), pa.array(RESTARTED))
@@ -30,7 +32,7 @@ def last_rescale(store_root: str | Path, job: str, before_epoch: int) -> LastRes
     restarts = actions.filter(mask)
     if restarts.num_rows == 0:
         return None
-    newest = restarts.sort_by([("epoch", "descending")]).slice(0, 1).to_pylist()[0]
+    newest = restarts.take([int(np.argmax(restarts.column("epoch").to_numpy()))]).to_pylist()[0]  # the first if tied
     what = "failover" if newest["outcome"] == FAILING_OVER else "rescale"
     return LastRescale(int(newest["epoch"]), newest["finished_at"], what)
 

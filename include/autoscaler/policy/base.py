@@ -156,15 +156,26 @@ BASIS_WORDS = {
 
 
 def source_arrival(window: OperatorWindow, override_per_instance: float | None) -> tuple[float, str]:
-    """A source's arrival rate and how it is known: an override times its instances, or the measured one.
+    """A source's arrival rate (:func:`arrival_rate`) and how it is known, in words."""
+    rate = arrival_rate(window, override_per_instance)
+    if override_per_instance is None:
+        return rate, basis_words(window.rate_basis)
+    if override_per_instance == -1:
+        return rate, OBSERVED_OVERRIDE_WORDS
+    return rate, override_words(override_per_instance)
+
+
+def arrival_rate(window: OperatorWindow, override_per_instance: float | None) -> float:
+    """A source's arrival rate: an override times its instances, or the measured one (a kind reads it over an
+    hour of history, where the words are not wanted).
 
     An override of -1 means "use the observed output" (the DS2 reference's convention).
     """
     if override_per_instance is None:
-        return window.true_output_rate, basis_words(window.rate_basis)
+        return window.true_output_rate
     if override_per_instance == -1:
-        return window.observed_output_rate, OBSERVED_OVERRIDE_WORDS
-    return override_per_instance * window.parallelism, override_words(override_per_instance)
+        return window.observed_output_rate
+    return override_per_instance * window.parallelism
 
 
 OBSERVED_OVERRIDE_WORDS = "override -1: the observed output"

@@ -63,6 +63,7 @@ from autoscaler.policy.base import (
     EpochWindows,
     OperatorWindow,
     PastProposal,
+    arrival_rate,
     bounded,
     flow,
     keep,
@@ -73,7 +74,7 @@ from autoscaler.policy.base import (
     unusable_epoch,
     verdict,
 )
-from autoscaler.policy.signals import damped_holt, hot_share, last_scale_up, scalability, typical_change
+from autoscaler.policy.signals import Scalability, damped_holt, hot_share, last_scale_up, scalability, typical_change
 from autoscaler.topology import Topology
 
 MEASURED_RESTART = True  # a run fills an unset restart_time with the job's measured downtimes (policy.restarts)
@@ -204,13 +205,12 @@ def _demands(topology: Topology, epochs: Sequence[EpochWindows], source_rates: M
     now = epochs[-1].windows
     for op in topology.sources:
         rate, basis = source_arrival(now[op], source_rates.get(op))
-        series = [source_arrival(e.windows[op], source_rates.get(op))[0] for e in epochs[:-1]] + [rate]
+        series = [arrival_rate(e.windows[op], source_rates.get(op)) for e in epochs[:-1]] + [rate]
         out[op] = _source_demand(op, series, now[op].pending_records or 0.0, basis, clock, options)
     return out
 
 
-def _capacity_fn(op: str, w: OperatorWindow, epochs: Sequence[EpochWindows]):  # noqa: ANN202 - (p -> r/s, words)
-    fit = scalability(op, epochs)
+def _capacity_fn(w: OperatorWindow, fit: Scalability):  # noqa: ANN202 - (p -> r/s, words)
     share = hot_share(w)
     total, current = w.true_processing_rate, w.parallelism
 
@@ -222,9 +222,10 @@ def _capacity_fn(op: str, w: OperatorWindow, epochs: Sequence[EpochWindows]):  #
     return capacity, why
 
 
-def _size(op: str, w: OperatorWindow, need: float, options: PolicyOptions, epochs: Sequence[EpochWindows]) -> tuple[int, str]:
-    """The smallest parallelism whose capacity takes ``need`` records/s, and the words for it."""
-    capacity, why = _capacity_fn(op, w, epochs)
+def _size(op: str, w: OperatorWindow, need: float, options: PolicyOptions, fit: Scalability) -> tuple[int, str]:
+    """The smallest parallelism whose capacity takes ``need`` records/s, and the words for it (``fit``: the
+    operator's observed scalability over the epochs read, :func:`~autoscaler.policy.signals.scalability`)."""
+    capacity, why = _capacity_fn(w, fit)
     current = w.parallelism
     _, high = options.bounds(op, w.max_parallelism)
     limit = min(high, SEARCH_LIMIT)
@@ -269,7 +270,7 @@ def _last_scale_up_epoch(op: str, epochs: Sequence[EpochWindows]) -> int | None:
 
 def _scale_down(topology: Topology, op: str, epochs: Sequence[EpochWindows], epoch: int,
                 demands: Mapping[str, SourceDemand], source_rates: Mapping[str, float], clock: Clock,
-                options: PolicyOptions) -> tuple[int, str] | None:  # fmt: skip
+                options: PolicyOptions, fit: Scalability) -> tuple[int, str] | None:  # fmt: skip
     """(target, words) of a release or a steady scale-down of ``op`` (None: neither applies)."""
     w = epochs[-1].windows[op]
     current = w.parallelism
@@ -278,7 +279,7 @@ def _scale_down(topology: Topology, op: str, epochs: Sequence[EpochWindows], epo
         then = _demands(topology, epochs[: k + 1], source_rates, clock, options)
         steady = {s: max(d.steady_change, then[s].steady_change) for s, d in demands.items()}
         need = _needs(topology, epochs[-1].windows, demands, clock, options, steady)[op]["change"]
-        target, why = _size(op, w, need, options, epochs)
+        target, why = _size(op, w, need, options, fit)
         if target < current:
             return target, (f"; the backlog is drained: the drain capacity of the scale-up decided at epoch "
                             f"{epochs[k].epoch} is released to the steady size then or now, {need:,.0f} r/s with "
@@ -286,7 +287,7 @@ def _scale_down(topology: Topology, op: str, epochs: Sequence[EpochWindows], epo
     wait = options.effective("scale_down_interval") or 0.0
     needed = math.ceil(wait / options.interval - 1e-9)
     need = _needs(topology, epochs[-1].windows, demands, clock, options)[op]["change"]
-    target, why = _size(op, w, need, options, epochs)
+    target, why = _size(op, w, need, options, fit)
     if target >= current:
         return None
     unknown = [topology.operators[s].name for s, d in demands.items() if not d.known]
@@ -298,9 +299,9 @@ def _scale_down(topology: Topology, op: str, epochs: Sequence[EpochWindows], epo
     for e in epochs[:-1]:
         if e.epoch < epoch - needed:
             continue
-        then = {s: replace(d, arrival=(a := source_arrival(e.windows[s], source_rates.get(s))[0]), steady_change=a * (1 + d.rise),
+        then = {s: replace(d, arrival=(a := arrival_rate(e.windows[s], source_rates.get(s))), steady_change=a * (1 + d.rise),
                            backlog=e.windows[s].pending_records or 0.0) for s, d in demands.items()}  # fmt: skip
-        proposal = _size(op, w, _needs(topology, epochs[-1].windows, then, clock, options)[op]["change"], options, epochs)[0]
+        proposal = _size(op, w, _needs(topology, epochs[-1].windows, then, clock, options)[op]["change"], options, fit)[0]
         past.append(PastProposal(e.epoch, e.windows[op].parallelism, proposal))
     target, words = scale_down_wait(current, target, past, epoch, needed, wait, options.scale_down_largest())
     return target, words + (f": sized for the steady load with a restart{why}" if target < current else "")
@@ -329,7 +330,7 @@ def evaluate_epoch(
     arrival = sum(d.arrival for d in demands.values())
     rise = max((d.rise for d in demands.values()), default=0.0)
     owing = [topology.operators[s].name for s, d in demands.items() if d.backlog > d.arrival * options.drained_lag]
-    arrivals = [sum(source_arrival(e.windows[s], source_rates.get(s))[0] for s in topology.sources) for e in epochs]
+    arrivals = [sum(arrival_rate(e.windows[s], source_rates.get(s)) for s in topology.sources) for e in epochs]
     decisions = []
     for op in topology.order:
         w = windows[op]
@@ -338,13 +339,14 @@ def evaluate_epoch(
             decisions.append(source_decision(topology, windows, op, demands[op].arrival, demands[op].words, kept_why))
             continue
         current, need, findings = w.parallelism, needs[op], None
-        kept, kept_words = _size(op, w, need["keep"], options, epochs)
+        fit = scalability(op, epochs)  # once per operator: every size below reads the same epochs
+        kept, kept_words = _size(op, w, need["keep"], options, fit)
         capacity = w.true_processing_rate / current
         why = f"source: {demands[op].words}; " if source else ""
         why += (f"steady or arrival + drain {need['keep']:,.0f} r/s, {need['change']:,.0f} for a new size ({clock.words()}); "
                f"capacity {capacity:,.1f} r/s each")  # fmt: skip
         if kept > current:
-            raw, words = _size(op, w, need["change"], options, epochs)
+            raw, words = _size(op, w, need["change"], options, fit)
             why += words + f": scale up to {raw}"
             scale_up = last_scale_up(op, epochs, arrivals)
             if scale_up and scale_up.gain < options.effectiveness_threshold:
@@ -355,14 +357,14 @@ def evaluate_epoch(
                             f"further scale-up until the load moves beyond its steady rise {rise:.0%} "
                             f"(it moved {moved:.0%})")  # fmt: skip
                     raw, findings = current, INEFFECTIVE_SCALE_UP
-        elif kept == current and _capacity_fn(op, w, epochs)[0](current) < need["keep"]:
+        elif kept == current and _capacity_fn(w, fit)[0](current) < need["keep"]:
             raw = current  # short, and no more instances would help (bounds, splits, or no gain)
             why += kept_words
         elif owing:
             raw = current
             why += f"; {current} carry it and drain by the deadline; no scale-down while {', '.join(owing)} owe input"
         else:
-            down = _scale_down(topology, op, epochs, epoch, demands, source_rates, clock, options)
+            down = _scale_down(topology, op, epochs, epoch, demands, source_rates, clock, options, fit)
             raw, words = down if down else (current, f"; {current} carry it")
             why += words
         target, limits = bounded(op, raw, w, options)

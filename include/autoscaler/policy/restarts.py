@@ -27,7 +27,7 @@ RECENT = 5  # rescales whose downtimes count: recent enough to be this cluster's
 def measured_restart_time(store_root: str | Path, job: str, before_epoch: int | None) -> float | None:
     """The restart in seconds a policy run of epochs from ``before_epoch`` sizes for (None: none measured): the downtime
     predicted at the job's recorded state size, else the median of its newest rescales' downtimes."""
-    actions = read_epochs(store_root, ACTIONS, job).select(["epoch", "downtime_s"])
+    actions = read_epochs(store_root, ACTIONS, job, columns=["downtime_s"])  # with its epoch
     measured = actions.filter(pc.is_valid(actions.column("downtime_s")))
     if before_epoch is not None:
         measured = measured.filter(pc.less(measured.column("epoch"), before_epoch))

@@ -41,6 +41,7 @@ from autoscaler.policy.base import (
     EpochWindows,
     OperatorWindow,
     PastProposal,
+    arrival_rate,
     bounded,
     flow,
     keep,
@@ -103,7 +104,7 @@ def _sizings(
     u, b = options.target_utilization, options.utilization_boundary
     upper_u, lower_u = (1.0, 0.0) if backlog else (u + b, u - b)
     catch_up = options.effective("catch_up_duration")
-    at_sources = {op: {"input": source_arrival(windows[op], source_rates.get(op))[0],
+    at_sources = {op: {"input": arrival_rate(windows[op], source_rates.get(op)),
                        "lag": (windows[op].pending_records or 0.0) / catch_up} for op in topology.sources}  # fmt: skip
     into = flow(topology, windows, at_sources)
     for op in topology.order:

@@ -261,7 +261,10 @@ def decide_job(
         return wanted if block is None else wanted & (epoch // EPOCH_BLOCK_SIZE == block)
 
     tables = []
-    evaluate = columns_for(options.kind) if depth == 0 else None
+    # Columns pay off over many epochs (a backfill's block); one epoch, the live DAG's and the simulated loop's
+    # case, costs less as one row of windows (the same decisions: tests/unit/test_policy_columns.py).
+    many = pc.count_distinct(rows.column("epoch")).as_py() > 1
+    evaluate = columns_for(options.kind) if depth == 0 and many else None
     if evaluate is not None:
         epochs, cols, usable = _columns(rows, topology)
         wanted = decided(epochs)

@@ -57,7 +57,7 @@ except ImportError:  # today's tree: the engine is its own stage
     from autoscaler.engine.windows import operator_windows
 from autoscaler.record.loop_report import EpochRow, epoch_rows
 from autoscaler.store.memory import MemoryStore
-from autoscaler.store.parquet import write_epochs
+from autoscaler.store.parquet import epoch_block, write_epochs
 from autoscaler.store.schemas import ACTIONS, DECISIONS, METRICS, NOOP, SUCCEEDED
 from autoscaler.testjob import PARALLELISM_ARGS
 
@@ -180,7 +180,9 @@ def simulate(
         plan = _plan(job, epoch, store, validation, CLUSTER_SLOTS - max(model.parallelism.values()), now)
         forced = None if script is None else script.get(k, ({}, 0.0))
         row = _action(job, epoch, plan, model, now, rng, calibration, clock, forced)
-        write_epochs(store, ACTIONS, job.name, pa.Table.from_pylist([row]))
+        # Built in the table's full schema, as a collector's or a policy's rows are: the store then checks it, not casts it.
+        actions = pa.Table.from_pylist([{**row, "epoch_block": epoch_block(epoch)}], schema=ACTIONS.arrow_schema())
+        write_epochs(store, ACTIONS, job.name, actions)
     rows_out = epoch_rows(store, job.name, epochs, interval)
     result = lab_result(rows_out, scenario, judge or truth, START, kind)
     return Simulated(scenario, kind, seed, rows_out, result, store, job)
