@@ -22,7 +22,7 @@ demo-ui: setup
 offline: setup
 	bin/ds2-policy --topology $(EXAMPLE)/flink_wordcount_topology.csv --rates $(EXAMPLE)/flink_rates.log --table
 
-## Local Flink (8081, test job running) + Airflow (8080, user admin, password generated and shown once) for the jobs in include/jobs.yaml.
+## Local Flink (8081, test job running) + Airflow (8080, user admin, password generated into data/local/airflow/admin-password) for the jobs in include/jobs.yaml.
 up: setup
 	$(PY) scripts/ds2_local.py up
 down:

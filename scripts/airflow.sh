@@ -24,7 +24,7 @@
 # the CeleryExecutor, left running by 'down' as PostgreSQL is), AIRFLOW_ALL_ADMINS (0; 1: no login, everyone is admin, as headless
 # screenshots need), AIRFLOW_START_TIMEOUT (120 s), AIRFLOW_STOP_TIMEOUT (30 s), FLINK_REST_PORT
 # (8081, for the default flink_default connection). User: admin, its password generated per instance
-# (shown once by 'up', kept in AIRFLOW_HOME/admin-password; AIRFLOW_ADMIN_PASSWORD sets it), and
+# (kept in AIRFLOW_HOME/admin-password, never printed; AIRFLOW_ADMIN_PASSWORD sets it), and
 # AIRFLOW_USERS ("name:role,...": more users, passwords generated into AIRFLOW_HOME/user-passwords/),
 # AIRFLOW_WORKER_DATA_DIRS (0; 1: each Celery worker's DS2_DATA_DIR is hosts/<worker> under it, as on separate hosts).
 # Passed through to every process and recorded for 'env': AIRFLOW__*, AIRFLOW_CONN_*, AIRFLOW_VAR_*
@@ -501,8 +501,9 @@ cmd_up() {
   if [ "$ALL_ADMINS" = 1 ]; then
     log "UI: $BASE_URL (no login: everyone is admin); API token: scripts/airflow.sh token"
   else
+    # The password itself is never printed: a terminal's output ends up in logs (CI's, a session's).
     if [ "$NEW_PASSWORD" = 1 ]; then
-      log "UI: $BASE_URL  user: $ADMIN_USER  password: $(head -n1 "$ADMIN_PASSWORD_FILE")  (generated for this instance; shown once, kept in $ADMIN_PASSWORD_FILE)"
+      log "UI: $BASE_URL  user: $ADMIN_USER  password: generated for this instance into $ADMIN_PASSWORD_FILE (readable by you only)"
     else
       log "UI: $BASE_URL  user: $ADMIN_USER  password: in $ADMIN_PASSWORD_FILE"
     fi
