@@ -68,6 +68,13 @@ def with_pending(snapshot: Snapshot, pending: float | None) -> Snapshot:
     return replace(snapshot, counters=(replace(snapshot.counters[0], pending_records=pending), snapshot.counters[1]))
 
 
+def with_idle_source(snapshot: Snapshot) -> Snapshot:
+    """The source never back-pressured: its back-pressured time booked as idle."""
+    c = snapshot.counters[0]
+    return replace(snapshot, counters=(replace(c, idle_ms=c.idle_ms + c.backpressured_ms, backpressured_ms=0.0),
+                                       snapshot.counters[1]))  # fmt: skip
+
+
 def test_a_sources_arrival_rate_is_its_output_plus_the_growth_of_its_backlog():
     # 5,000 records out over 10 s while the backlog grew 40,000 -> 120,000: 500 + 8,000 = 8,500 r/s
     # arrived, though back-pressure let it send only 500 r/s (the Flink autoscaler's inputRate + lagRate).
@@ -84,10 +91,20 @@ def test_a_sources_arrival_rate_is_its_output_plus_the_growth_of_its_backlog():
     rows = window_metrics(with_pending(snap(10, 1000, 9000, 1000), 90_000), with_pending(snap(20, 6000, 18000, 6000), 0),
                           "j", 3).to_pylist()  # fmt: skip
     assert next(r for r in rows if r["is_source"])["true_output_rate"] == 0.0
-    # Without pendingRecords at both ends: the fallback, named as such.
-    rows = window_metrics(snap(10, 1000, 9000, 1000), with_pending(snap(20, 6000, 18000, 6000), 7), "j", 3).to_pylist()
+    # Without pendingRecords at either end: the fallback, named as such (back-pressured 90 % of the window).
+    rows = window_metrics(snap(10, 1000, 9000, 1000), snap(20, 6000, 18000, 6000), "j", 3).to_pylist()
     source = next(r for r in rows if r["is_source"])
     assert source["true_output_rate"] == pytest.approx(5000.0) and source["source_rate_basis"] == "emitted-unblocked"
+    # Known at the end only (a Kafka reader's first fetch came within the window): no more can have arrived than
+    # what was emitted plus the backlog at the end, 5,000 + 7 records in 10 s, where the fallback says 5,000 r/s.
+    rows = window_metrics(snap(10, 1000, 9000, 1000), with_pending(snap(20, 6000, 18000, 6000), 7), "j", 3).to_pylist()
+    source = next(r for r in rows if r["is_source"])
+    assert source["true_output_rate"] == pytest.approx(500.7) and source["source_rate_basis"] == "emitted+end-lag"
+    # ... and where the fallback says less than that bound, the fallback stands (a source that was never blocked).
+    idle_at_10, idle_at_20 = with_idle_source(snap(10, 1000, 9000, 1000)), with_idle_source(snap(20, 6000, 18000, 6000))
+    rows = window_metrics(idle_at_10, with_pending(idle_at_20, 700), "j", 3).to_pylist()
+    source = next(r for r in rows if r["is_source"])
+    assert source["true_output_rate"] == pytest.approx(500.0) and source["source_rate_basis"] == "emitted-unblocked"
     assert next(r for r in rows if not r["is_source"])["source_rate_basis"] is None
 
 

@@ -147,6 +147,8 @@ def unusable_epoch(topology: Topology, windows: Mapping[str, OperatorWindow]) ->
 # What each basis of a source's arrival rate means, in a decision's words (see collect.snapshot).
 BASIS_WORDS = {
     "emitted+lag": "records emitted + backlog growth",
+    "emitted+end-lag": "pendingRecords reported at the window's end only: records emitted + the backlog then, "
+    "the most that can have arrived",
     "emitted-unblocked": "no pendingRecords reported: only what it emitted while unblocked is known, "
     "the arrival rate beyond it is not",
     "emitted": "no pendingRecords reported and blocked most of the window: only what it emitted is known, "

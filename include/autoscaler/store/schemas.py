@@ -131,8 +131,8 @@ METRICS = Table(
             "source_rate_basis",
             "string",
             True,
-            "Sources: how the arrival rate (true_output_rate) was known: emitted+lag, emitted-unblocked, emitted, "
-            "or gauge (oracle); null for operators and for DS2 files (their true output rate is the file's).",
+            "Sources: how the arrival rate (true_output_rate) was known: emitted+lag, emitted+end-lag, emitted-unblocked, "
+            "emitted, or gauge (oracle); null for operators and for DS2 files (their true output rate is the file's).",
         ),
     ),
     doc="One row per job, epoch, operator and instance.",
