@@ -92,7 +92,7 @@ sim-fidelity: setup
 	$(PY) scripts/ds2_sim.py fidelity
 
 ## The policy lab's full sweep: every scenario under ds2, utilization and rules against measured ground
-## truth (hours on 2 cores; resumable: finished results are kept). Results: benchmarks/lab/sweep-<commit>/ (indexed in
+## truth (hours on 2 cores; resumable: finished results are kept). Results: benchmarks/lab/runs/, attempt sweep-<commit> (indexed in
 ## benchmarks/lab/README.md), docs/policy-lab.md.
 lab: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/ds2_lab.py sweep

@@ -1,10 +1,10 @@
 """The policy lab: the same workloads, several policies, measured against ground truth.
 
     .venv/bin/python scripts/ds2_lab.py run SCENARIO.yaml --policy KIND[-RUN][,...] --out DIR [--inputs oracle]
-    .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--out benchmarks/lab/<attempt>] [--inputs oracle]
+    .venv/bin/python scripts/ds2_lab.py sweep [SCENARIO.yaml ...] [--attempt LABEL --why TEXT] [--inputs oracle]
                                               [--policies ds2_plus --runs 3]
-    .venv/bin/python scripts/ds2_lab.py compare DIR ...
-    .venv/bin/python scripts/ds2_lab.py index    # benchmarks/lab/README.md: every attempt folder
+    .venv/bin/python scripts/ds2_lab.py compare ATTEMPT|DIR ...
+    .venv/bin/python scripts/ds2_lab.py index    # benchmarks/lab/README.md: every attempt and run
     .venv/bin/python scripts/ds2_lab.py replay data/lab/<scenario>-<kind> ...   # what a policy change moves
     .venv/bin/python scripts/ds2_lab.py ground-truth SCENARIO.yaml ... [--remeasure]
 
@@ -17,8 +17,9 @@ policy) gets ``result.json``, ``report.md`` and ``chart.png``; a finished result
 skipped, so an interrupted sweep resumes. ``sweep`` runs every scenario under
 benchmarks/scenarios/ with every kind (or ``--policies``), ``--runs`` rounds of every kind on every
 scenario, one round after the other (run labels ``kind``, ``kind-2``, ...; ``compare`` adds their
-median and range), into ``benchmarks/lab/<attempt>/`` (``--out``; it records each run's commit), and
-ends with ``compare``. Ground truth curves that
+median and range), each run into ``benchmarks/lab/runs/<scenario>/<kind>/<attempt>[-<round>]/`` (``--attempt``;
+it records each run's attempt and commit in the lab's ``index.json``, :mod:`autoscaler.lab.index`), and ends
+with ``compare``. Ground truth curves that
 a scenario needs and the cache lacks are measured first on the same cluster.
 
 Inputs are **honest** by default: the policies see what production sees, each source's records
@@ -51,10 +52,11 @@ from ds2_local import JAR, PARALLELISM_ARGS, ROOT, Stack, free_port, log
 from harness import machine, machine_line
 
 from autoscaler.config.options import MAX_LATE_EPOCHS, POLICY_KINDS
+from autoscaler.errors import InputError
 from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.bounds import floors_table
 from autoscaler.lab.epochs_record import epoch_record
-from autoscaler.lab.index import index_md, record_commit
+from autoscaler.lab.index import attempt_results, index_md, record_attempt, record_run, run_dir, validate_attempt
 from autoscaler.lab.replay import replay
 from autoscaler.lab.report import compare_table, report_md, runs_table
 from autoscaler.lab.result import lab_result
@@ -67,8 +69,8 @@ GROUND_TRUTH = ROOT / "benchmarks" / "ground-truth.json"
 OPERATORS = ["Source: Source", *SCALED]
 INPUTS = ("honest", "oracle")
 STARTUP_S = 90  # Spark and Airflow start before the first epoch (a loaded machine needs margin)
-LAB = ROOT / "benchmarks" / "lab"  # one folder per attempt, indexed in its README.md (autoscaler/lab/index.py)
-BASELINE_RUNS = LAB / "2026-11-25-honest"  # the baselines' last runs on real Flink
+LAB = ROOT / "benchmarks" / "lab"  # runs/<scenario>/<kind>/<attempt>[-<round>]/, indexed (autoscaler/lab/index.py)
+BASELINE_RUNS = "2026-11-25-honest"  # the attempt of the baselines' last runs on real Flink
 WORK = ROOT / "data" / "lab"  # the stacks' folders (Flink, Airflow, the store), kept after a run
 
 
@@ -120,8 +122,10 @@ def run_side_by_side(
     work: Path,
     startup_s: float,
     inputs: str,
+    attempt: str | None = None,
 ) -> None:
-    """One closed loop with one job per policy on one cluster; results into ``outs[policy]``."""
+    """One closed loop with one job per policy on one cluster; results into ``outs[policy]`` (indexed under
+    ``attempt`` when given)."""
     from autoscaler.record import loop_report
 
     folder = work / f"{scenario.name}-{'-'.join(policies)}"
@@ -170,15 +174,16 @@ def run_side_by_side(
         for policy, job in jobs.items():
             rows = loop_report.epoch_rows(folder / "store", job, epochs, scenario.interval_s)
             conditions = {**machine(), "wall_s": round(time.monotonic() - t0), "store": str(folder / "store"), "job": job}
-            write_result(scenario, policy, inputs, rows, truth, start, outs[policy], conditions)
+            write_result(scenario, policy, inputs, rows, truth, start, outs[policy], conditions, attempt)
     finally:
         log(f"{scenario.name}: stopping Airflow, Spark, PostgreSQL and Flink (data stays in {folder})")
         stop(stack)
 
 
 def write_result(scenario: Scenario, policy: str, inputs: str, rows: list[EpochRow], truth: gt.GroundTruth, start: datetime,
-                 out: Path, conditions: dict) -> None:  # fmt: skip
-    """``result.json``, ``report.md`` and ``chart.png`` of one policy's run (``conditions``: when, where, its store)."""
+                 out: Path, conditions: dict, attempt: str | None = None) -> None:  # fmt: skip
+    """``result.json``, ``report.md`` and ``chart.png`` of one policy's run (``conditions``: when, where, its store;
+    ``attempt``: the lab attempt it is indexed under, when it is one)."""
     from autoscaler.record import loop_report
 
     out.mkdir(parents=True, exist_ok=True)
@@ -199,8 +204,8 @@ def write_result(scenario: Scenario, policy: str, inputs: str, rows: list[EpochR
     tmp = out / ".result.json.tmp"
     tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
     tmp.replace(out / "result.json")  # last: a result.json means the run is complete
-    if out.resolve().is_relative_to(LAB.resolve()):
-        record_commit(LAB.resolve(), out.resolve(), conditions["commit"])
+    if attempt is not None:
+        record_run(LAB.resolve(), out.resolve(), attempt, conditions["commit"])
     log(f"{scenario.name} under {policy}: {out / 'result.json'}")
 
 
@@ -222,16 +227,16 @@ def rejudge(path: Path, truth: gt.GroundTruth) -> None:
 def run_scenario(
     path: Path,
     policies: list[str],
-    out: Path,
+    outs: dict[str, Path],
     truth: gt.GroundTruth,
     work: Path = WORK,
     startup_s: float = STARTUP_S,
     inputs: str = "honest",
     one_at_a_time: bool = False,
-    nest: bool = False,
+    attempt: str | None = None,
 ) -> None:
+    """Each of ``policies`` on the scenario at ``path``, its results into ``outs[policy]``; a finished one is kept."""
     scenario = load_scenario(path)
-    outs = {p: (out / p if len(policies) > 1 or nest else out) for p in policies}
     todo = [p for p in policies if not (outs[p] / "result.json").exists()]
     if not todo:
         log(f"{scenario.name}: every result exists, skipped ({', '.join(policies)})")
@@ -239,7 +244,26 @@ def run_scenario(
     cpu_bound = any(c.mode == "cpu" for c in scenario.operators.values())
     groups = [[p] for p in todo] if cpu_bound or one_at_a_time else [todo]
     for group in groups:
-        run_side_by_side(scenario, group, outs, truth, work, startup_s, inputs)
+        run_side_by_side(scenario, group, outs, truth, work, startup_s, inputs, attempt)
+
+
+def results_of(items: list[str]) -> list[Path]:
+    """The result.json of every run named: an attempt's label (its runs, from the lab's index) or a folder (every
+    run under it)."""
+    out = []
+    for item in items:
+        folder = Path(item)
+        if folder.is_dir():
+            found = sorted(folder.rglob("result.json"))
+        else:
+            try:
+                found = attempt_results(LAB, item)
+            except InputError as exc:
+                raise SystemExit(f"{item}: neither a folder nor an attempt of the lab ({exc})") from None
+        if not found:
+            raise SystemExit(f"{item}: no result.json in it")
+        out += found
+    return out
 
 
 def stop(stack: Stack) -> None:
@@ -276,8 +300,10 @@ def main() -> int:
             help="honest (records out + pendingRecords growth, default) or oracle (the test job's rate gauge)",
         )
     s.add_argument("scenarios", type=Path, nargs="*")
-    s.add_argument("--out", type=Path, default=None,
-                   help="the attempt's folder (default benchmarks/lab/sweep-<commit>: a rerun resumes)")  # fmt: skip
+    s.add_argument("--attempt", default=None,
+                   help="the attempt's label, its runs in benchmarks/lab/runs/<scenario>/<kind>/<attempt>[-<round>] "
+                        "(default sweep-<commit>: a rerun resumes)")  # fmt: skip
+    s.add_argument("--why", default=None, help="what the attempt is for, a line (its title in the lab's index)")
     s.add_argument("--policies", help="kinds to run, joined by commas (default: every kind)")
     s.add_argument("--runs", type=int, default=1, help="rounds: runs of each kind per scenario (labels kind, kind-2, ...)")
     s.add_argument(
@@ -287,17 +313,17 @@ def main() -> int:
         "saturate 2 cores: their epochs' runs come too late and are lost)",
     )
     c = sub.add_parser("compare", help="results side by side: scenario x policy")
-    c.add_argument("dirs", type=Path, nargs="+")
+    c.add_argument("dirs", nargs="+", help="attempts' labels or folders")
     t = sub.add_parser("targets", help="a kind's runs against the lab's targets, per scenario (✓ or ✗)")
     t.add_argument("kind")
-    t.add_argument("dirs", type=Path, nargs="+")
+    t.add_argument("dirs", nargs="+", help="attempts' labels or folders")
     y = sub.add_parser("tally", help="the score: every kind's targets by majority over its runs, per scenario")
     y.add_argument("kind", help="the kind under test, read from dirs (the baselines are read from --baselines)")
-    y.add_argument("dirs", type=Path, nargs="+")
-    y.add_argument("--baselines", type=Path, default=BASELINE_RUNS, help="the baselines' runs")
+    y.add_argument("dirs", nargs="+", help="attempts' labels or folders")
+    y.add_argument("--baselines", default=BASELINE_RUNS, help="the baselines' runs: an attempt's label or a folder")
     f = sub.add_parser("floors", help="per scenario, the cheapest any policy can be while it meets the other targets")
     f.add_argument("scenarios", type=Path, nargs="*")
-    f.add_argument("--baselines", type=Path, default=BASELINE_RUNS, help="the baselines' runs (their under)")
+    f.add_argument("--baselines", default=BASELINE_RUNS, help="the baselines' runs (their under): an attempt or a folder")
     f.add_argument("--no-drain", action="store_true", help="leave out the backlog and the drain target (a lower floor)")
     f.add_argument(
         "--scale-down-wait",
@@ -305,10 +331,10 @@ def main() -> int:
         default=0.0,
         help="seconds of the lower load seen before a scale-down (a policy's scale-down wait)",
     )
-    sub.add_parser("index", help=f"write {LAB / 'README.md'}: every attempt folder, what it was, its runs and commits")
+    sub.add_parser("index", help=f"write {LAB / 'README.md'}: every attempt, what it was, its runs and commits")
     sub.add_parser("interference", help="measure whether side-by-side jobs disturb each other")
     j = sub.add_parser("rejudge", help="recompute finished runs' figures from their stores")
-    j.add_argument("dirs", type=Path, nargs="+")
+    j.add_argument("dirs", nargs="+", help="attempts' labels or folders")
     rp = sub.add_parser("replay", help="decide stored runs again: the epochs whose proposals a policy change moves")
     rp.add_argument("runs", type=Path, nargs="+", help=f"runs' stack folders (default place: {WORK}/<scenario>-<kind>)")
     g = sub.add_parser("ground-truth", help="measure the ground-truth curves these scenarios need")
@@ -322,20 +348,18 @@ def main() -> int:
         print(LAB / "README.md")
         return 0
     if args.command == "compare":
-        results = [json.loads(p.read_text()) for d in args.dirs for p in sorted(d.rglob("result.json"))]
-        if not results:
-            raise SystemExit(f"no result.json under {', '.join(map(str, args.dirs))}")
+        results = [json.loads(p.read_text()) for p in results_of(args.dirs)]
         print(compare_table(results))
         print("\n" + runs_table(results) if runs_table(results) else "", end="")
         return 0
     if args.command == "targets":
-        print(targets_table([json.loads(p.read_text()) for d in args.dirs for p in sorted(d.rglob("result.json"))], args.kind))
+        print(targets_table([json.loads(p.read_text()) for p in results_of(args.dirs)], args.kind))
         return 0
     if args.command == "tally":
-        runs = [json.loads(p.read_text()) for d in args.dirs for p in sorted(d.rglob("result.json"))]
-        base = [r for p in sorted(args.baselines.rglob("result.json")) if (r := json.loads(p.read_text()))["policy"] in BASELINES]
-        if not runs or not base:
-            raise SystemExit(f"no result.json under {', '.join(map(str, args.dirs)) if not runs else args.baselines}")
+        runs = [json.loads(p.read_text()) for p in results_of(args.dirs)]
+        base = [r for p in results_of([args.baselines]) if (r := json.loads(p.read_text()))["policy"] in BASELINES]
+        if not base:
+            raise SystemExit(f"{args.baselines}: none of its runs is a baseline's ({', '.join(BASELINES)})")
         honest = [r for r in runs if r.get("inputs") == "honest"]
         print(tally_table(honest + [b for b in base if b.get("inputs") == "honest"], base, [args.kind, *BASELINES]))
         return 0
@@ -357,15 +381,18 @@ def main() -> int:
         policies = args.policy.split(",")
         for label in policies:
             kind_of(label)  # exits naming a label that is not a kind
-        run_scenario(args.scenario, policies, args.out, truth, args.work, args.startup, args.inputs)
+        if args.out.resolve().is_relative_to(LAB.resolve()):
+            raise SystemExit(f"--out {args.out}: the lab's runs are made by 'sweep --attempt', which indexes them")
+        outs = {p: args.out / p if len(policies) > 1 else args.out for p in policies}
+        run_scenario(args.scenario, policies, outs, truth, args.work, args.startup, args.inputs)
         return 0
     if args.command == "rejudge":
-        for path in sorted(p for d in args.dirs for p in d.rglob("result.json")):
+        for path in results_of(args.dirs):
             rejudge(path, truth)
         return 0
     if args.command == "floors":
         scenarios = [load_scenario(p) for p in args.scenarios or sorted(SCENARIOS.glob("*.yaml"))]
-        results = [json.loads(p.read_text()) for p in sorted(args.baselines.rglob("result.json"))]
+        results = [json.loads(p.read_text()) for p in results_of([args.baselines])]
         print(floors_table(scenarios, truth, results, drain=not args.no_drain, scale_down_wait_s=args.scale_down_wait))
         return 0
     if args.command == "ground-truth":
@@ -380,7 +407,12 @@ def main() -> int:
             print(f"{scenario.name}: knife edges: {'; '.join(gt.knife_edges(scenario, truth)) or 'none'}")
         return 0
     paths = args.scenarios or sorted(SCENARIOS.glob("*.yaml"))
-    args.out = args.out or LAB / f"sweep-{machine()['commit'][:7]}"  # a run from changed files is not resumable as one
+    attempt = args.attempt or f"sweep-{machine()['commit'][:7]}"  # a run from changed files is not resumable as one
+    try:
+        validate_attempt(attempt)
+    except InputError as exc:
+        raise SystemExit(f"--attempt: {exc}") from None
+    record_attempt(LAB, attempt, args.why)
     kinds = args.policies.split(",") if args.policies else list(POLICY_KINDS)
     for kind in kinds:
         kind_of(kind)
@@ -388,9 +420,10 @@ def main() -> int:
     for n in range(1, args.runs + 1):
         labels = [run_label(kind, n) for kind in kinds]
         for path in paths:
-            run_scenario(path, labels, args.out / path.stem, truth, inputs=args.inputs, one_at_a_time=args.one_at_a_time,
-                         nest=True)  # fmt: skip
-    print(compare_table([json.loads(p.read_text()) for p in sorted(args.out.rglob("result.json"))]))
+            scenario = load_scenario(path)
+            outs = {label: run_dir(LAB, scenario.name, kind, attempt, n) for kind, label in zip(kinds, labels, strict=True)}
+            run_scenario(path, labels, outs, truth, inputs=args.inputs, one_at_a_time=args.one_at_a_time, attempt=attempt)
+    print(compare_table([json.loads(p.read_text()) for p in attempt_results(LAB, attempt)]))
     return 0
 
 

@@ -6,14 +6,12 @@
     .venv/bin/python scripts/ds2_sim.py sweep [--frontier] [--seeds N]  # benchmarks/sim/sweep.md or frontier.md, .json, PNGs
     .venv/bin/python scripts/ds2_sim.py targets [--before frontier]  # the default's targets: benchmarks/sim/targets.md
     .venv/bin/python scripts/ds2_sim.py guard [--record]   # the small sweep make test holds each kind's point to
-    .venv/bin/python scripts/ds2_sim.py confirm benchmarks/lab/<attempt>   # real runs against the predictions
+    .venv/bin/python scripts/ds2_sim.py confirm <attempt>   # its real runs against the predictions
 
 ``fidelity`` replays each real run with the policy it ran: the run's commit is the one it recorded
-(its ``conditions``, or ``benchmarks/lab/commits.json``), else read from its attempt's README ("frozen
-clone at X", or a line naming its scenario and "commit X"), else the parent of the commit that added
-its result. Runs are grouped by the content of that commit's
-policy, decide and config code; each group runs in a tree that is today's ``include/`` with those
-three folders as they were (model, collector and judge stay today's).
+(its ``conditions``), else the one the lab's index names for it (``benchmarks/lab/index.json``). Runs are
+grouped by the content of that commit's policy, decide and config code; each group runs in a tree that is
+today's ``include/`` with those three folders as they were (model, collector and judge stay today's).
 """
 
 from __future__ import annotations
@@ -38,7 +36,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from autoscaler.lab.index import read_commits  # noqa: E402
+from autoscaler.errors import InputError  # noqa: E402
+from autoscaler.lab.index import attempt_results, commit_of  # noqa: E402
 from autoscaler.lab.sim import fidelity as F  # noqa: E402
 from autoscaler.lab.sim import sweep as S  # noqa: E402
 from autoscaler.lab.sim.calibration import calibrate  # noqa: E402
@@ -67,24 +66,10 @@ def code_commit(short: bool = False) -> str:
 def run_commit(result: Path) -> str:
     """The commit whose code a real run ran (see the module's doc)."""
     data = json.loads(result.read_text())
-    recorded = data.get("conditions", {}).get("commit") or read_commits(LAB).get(str(result.parent.relative_to(LAB)))
-    if recorded:
-        return git("rev-parse", recorded.removesuffix("+changes"))
-    scenario = data["scenario"]
-    top = LAB / result.relative_to(LAB).parts[0]
-    readme = top / "README.md"
-    if readme.exists():
-        text = readme.read_text()
-        for line in text.splitlines():
-            if re.search(rf"(?<![\w-]){re.escape(scenario)}(?![\w-])", line):
-                m = re.search(r"commit ([0-9a-f]{7,40})", line)
-                if m:
-                    return git("rev-parse", m[1])
-        m = re.search(r"frozen\s+clone\s+at\s+(?:commit\s+)?([0-9a-f]{7,40})", text)
-        if m:
-            return git("rev-parse", m[1])
-    added = git("log", "--follow", "--diff-filter=A", "--format=%H", "-1", "--", str(result.relative_to(ROOT)))
-    return git("rev-parse", f"{added}^")
+    recorded = data.get("conditions", {}).get("commit") or commit_of(LAB, result.parent)
+    if not recorded:
+        raise SystemExit(f"{result.parent}: no commit recorded for this run, in its conditions or in {LAB / 'index.json'}")
+    return git("rev-parse", recorded.removesuffix("+changes"))
 
 
 def code_key(commit: str) -> str:
@@ -281,7 +266,6 @@ def cmd_targets(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """One simulated run: its epochs as the loop report prints them, then its figures."""
-    from autoscaler.errors import InputError
     from autoscaler.lab.ground_truth import GroundTruth
     from autoscaler.lab.scenario import load_scenario
     from autoscaler.lab.sim.calibration import Calibration
@@ -331,10 +315,14 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     from autoscaler.lab.sim.calibration import Calibration
     from autoscaler.lab.sim.loop import simulate
 
-    results = [json.loads(p.read_text()) for p in sorted(args.attempt.rglob("result.json"))]
+    try:
+        paths = attempt_results(LAB, args.attempt)
+    except InputError as exc:
+        raise SystemExit(f"confirm: {exc}") from None
+    results = [json.loads(p.read_text()) for p in paths]
     results = [r for r in results if r.get("inputs") == "honest"]
     if not results:
-        raise SystemExit(f"{args.attempt}: no honest result.json under it")
+        raise SystemExit(f"{args.attempt}: none of its runs had honest inputs")
     commits = {r.get("conditions", {}).get("commit") for r in results}
     if len(commits) != 1 or None in commits or any(c.endswith("+changes") for c in commits):
         raise SystemExit(f"{args.attempt}: the runs must come from one clean commit, found {sorted(map(str, commits))}")
@@ -350,7 +338,9 @@ def cmd_confirm(args: argparse.Namespace) -> int:
         runs = [simulate(scenario, kind, truth, calibration, seed).result["totals"] for seed in range(1, args.seeds + 1)]
         sim[scenario_name, kind] = confirm.sim_figures(runs)
     text = confirm.confirmation_md(real, sim, args.kind, intervals)
-    (args.attempt / "confirmation.md").write_text(f"# Real runs against the simulator's predictions\n\n{text}")
+    out = LAB / "confirmations" / f"{args.attempt}.md"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(f"# Real runs against the simulator's predictions ({args.attempt})\n\n{text}")
     print(text)
     return 0
 
@@ -386,8 +376,8 @@ def main() -> int:
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="a policy option of the job (e.g. factor=0.2)")
     r.set_defaults(func=cmd_run)
-    k = sub.add_parser("confirm", help="a real confirmation attempt against the simulator: <attempt>/confirmation.md")
-    k.add_argument("attempt", type=Path, help="benchmarks/lab/<attempt>: every kind's runs from one commit")
+    k = sub.add_parser("confirm", help="a real confirmation attempt against the simulator: benchmarks/lab/confirmations/")
+    k.add_argument("attempt", help="the attempt's label in benchmarks/lab/index.json: every kind's runs from one commit")
     k.add_argument("--kind", default="ds2_plus", help="the kind every other is held against")
     k.add_argument("--seeds", type=int, default=10)
     k.set_defaults(func=cmd_confirm)

@@ -10,11 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TOPS = "dags|plugins|spark_jobs|include|tests|scripts|benchmarks|docs|conf|examples|deploy|flink-job|autoscaler|ds2_airflow"
 PATH = re.compile(rf"(?<![\w./-])((?:{TOPS})/[A-Za-z0-9_.\-/]*[A-Za-z0-9_])")
 # Named but made at run time: results prefixes, the Prometheus plugin folder inside Flink's home, the jars
-# scripts/build-wheel.sh puts into the wheel, the lab's attempt folders a sweep makes (sweep-<commit>,
-# confirm-<commit>), and the modules of an older commit's tree that fidelity's replay rebuilds (ds2_sim.hybrid_tree).
+# scripts/build-wheel.sh puts into the wheel, and the modules of an older commit's tree that fidelity's replay
+# rebuilds (ds2_sim.hybrid_tree).
 MADE_AT_RUN_TIME = {
-    "benchmarks/lab/sweep",
-    "benchmarks/lab/confirm",
     "include/autoscaler/policy/spark/decisions.py",
     "include/autoscaler/policy/windows.py",
     "autoscaler/jars/ds2-testjob.jar",

@@ -170,7 +170,8 @@ def test_a_kind_run_several_times_is_reported_by_median_and_range():
 
     from autoscaler.lab.report import runs_table
 
-    base = json.loads((ROOT / "benchmarks" / "lab" / "2026-11-25-honest" / "step-up-down" / "ds2" / "result.json").read_text())
+    run = ROOT / "benchmarks" / "lab" / "runs" / "step-up-down" / "ds2" / "2026-11-25-honest"
+    base = json.loads((run / "result.json").read_text())
     runs = []
     for n, (rescales, under) in enumerate(((3, 90.0), (5, 30.0), (4, 60.0)), start=1):
         r = json.loads(json.dumps(base)) | {"policy": "ds2_plus" if n == 1 else f"ds2_plus-{n}", "kind": "ds2_plus", "run": n}
@@ -182,27 +183,51 @@ def test_a_kind_run_several_times_is_reported_by_median_and_range():
     assert row.startswith("| step-up-down | ds2_plus | honest | 3 | 4 [3–5] | 60 [30–90] |")
 
 
-def test_the_lab_index_names_every_attempt_and_every_runs_commit():
-    from autoscaler.lab.index import index_md, read_commits
-
-    lab = ROOT / "benchmarks" / "lab"
-    # The committed index is the folders' own: an attempt added without `ds2_lab.py index` fails here.
-    assert (lab / "README.md").read_text(encoding="utf-8") == index_md(lab)
-    runs = {str(p.parent.relative_to(lab)) for p in lab.rglob("result.json")}
-    commits = read_commits(lab)
-    assert runs == set(commits), sorted(runs ^ set(commits))
-    assert all(len(sha) == 40 for sha in commits.values())
-
-
-def test_a_new_run_is_indexed_with_its_commit(tmp_path):
+def test_the_lab_index_names_every_run_its_attempt_and_commit():
     import json
 
-    from autoscaler.lab.index import index_md, read_commits, record_commit
+    from autoscaler.lab.index import ATTEMPTS, index_md, read_index
 
-    run = tmp_path / "confirm-1" / "noise" / "ds2_plus"
+    lab = ROOT / "benchmarks" / "lab"
+    # The committed index is the folders' own: a run added without `ds2_lab.py index` fails here.
+    assert (lab / "README.md").read_text(encoding="utf-8") == index_md(lab)
+    # One layout: every result is runs/<scenario>/<kind>/<attempt>[-<round>]/, none in a folder per attempt.
+    results = sorted(lab.rglob("result.json"))
+    assert all(p.relative_to(lab).parts[0] == "runs" and len(p.relative_to(lab).parts) == 5 for p in results)
+    index = read_index(lab)
+    runs = {p.parent.relative_to(lab).as_posix() for p in results}
+    assert runs == set(index["runs"]), sorted(runs ^ set(index["runs"]))
+    notes = (lab / ATTEMPTS).read_text(encoding="utf-8")
+    for path, entry in index["runs"].items():
+        _, scenario, kind, name = path.split("/")
+        result = json.loads((lab / path / "result.json").read_text(encoding="utf-8"))
+        assert (result["scenario"], result.get("kind") or result["policy"].split("-")[0]) == (scenario, kind), path
+        assert name.split("-")[-1] == str(result["run"]) if result.get("run", 1) > 1 else name == entry["attempt"], path
+        assert len(entry["commit"]) == 40 and entry["attempt"] in index["attempts"], path
+    assert all(f"\n## {a}\n" in notes for a in index["attempts"])  # what each attempt was for
+
+
+def test_a_new_run_is_indexed_with_its_attempt_and_commit(tmp_path):
+    import json
+
+    from autoscaler.errors import InputError
+    from autoscaler.lab.index import attempt_results, commit_of, index_md, read_index, record_attempt, record_run, run_dir
+
+    run = run_dir(tmp_path, "noise", "ds2_plus", "confirm-1", 2)
+    assert run == tmp_path / "runs" / "noise" / "ds2_plus" / "confirm-1-2"
     run.mkdir(parents=True)
-    (run / "result.json").write_text(json.dumps({"scenario": "noise", "policy": "ds2_plus", "inputs": "honest"}))
-    (tmp_path / "confirm-1" / "README.md").write_text("# Confirmation, part 1\n")
-    record_commit(tmp_path, run, "a" * 40)
-    assert read_commits(tmp_path) == {"confirm-1/noise/ds2_plus": "a" * 40}
-    assert "| [confirm-1](confirm-1/) | Confirmation, part 1 | 1 | ds2_plus | 1 | honest | aaaaaaa |" in index_md(tmp_path)
+    (run / "result.json").write_text(json.dumps({"scenario": "noise", "policy": "ds2_plus-2", "inputs": "honest"}))
+    with pytest.raises(InputError, match="confirm-1"):
+        record_run(tmp_path, run, "confirm-1", "a" * 40)  # an attempt is named before its runs
+    record_attempt(tmp_path, "confirm-1", "Confirmation, part 1")
+    record_attempt(tmp_path, "confirm-1", None)  # a resumed sweep keeps the title
+    record_run(tmp_path, run, "confirm-1", "a" * 40)
+    assert read_index(tmp_path)["runs"] == {"runs/noise/ds2_plus/confirm-1-2": {"attempt": "confirm-1", "commit": "a" * 40}}
+    assert commit_of(tmp_path, run) == "a" * 40 and attempt_results(tmp_path, "confirm-1") == [run / "result.json"]
+    text = index_md(tmp_path)
+    assert "| [confirm-1](attempts.md#confirm-1) | Confirmation, part 1 | 1 | ds2_plus | 1 | honest | aaaaaaa |" in text
+    assert "| noise | [1](runs/noise/ds2_plus/) |" in text
+    assert "\n## confirm-1\n" in (tmp_path / "attempts.md").read_text()
+    for bad in ("../x", "Confirm", "a/b", ""):
+        with pytest.raises(InputError, match="attempt"):
+            run_dir(tmp_path, "noise", "ds2", bad)

@@ -109,7 +109,7 @@ def test_seeds_change_the_load_and_the_timings_not_the_scenario():
 
 def test_the_open_loop_reproduces_a_real_runs_epochs():
     """A committed real run with its own rescales imposed: the simulated epochs measure what Flink measured."""
-    real = fidelity.read_real_run(BENCH / "lab" / "ds2plus-r14" / "diurnal-sine" / "ds2_plus" / "result.json")
+    real = fidelity.read_real_run(BENCH / "lab" / "runs" / "diurnal-sine" / "ds2_plus" / "ds2plus-r14" / "result.json")
     scenario = load_scenario(BENCH / "scenarios" / "diurnal-sine.yaml")
     run = simulate(scenario, real.kind, TRUTH, CALIBRATION, 1, script=fidelity.open_loop_script(real))
     errors = fidelity.open_loop_errors(real, run.rows)
@@ -213,7 +213,9 @@ def test_a_confirmation_holds_each_real_difference_to_the_predicted_one():
     assert table.startswith("1 of 2 predicted differences confirmed")
 
 
-@pytest.mark.parametrize("run", ["2026-11-25-honest/ramp/ds2", "ds2plus-r14/skew/ds2_plus", "confirm-8d046aa/noise/ds2_plus"])
+@pytest.mark.parametrize(
+    "run", ["runs/ramp/ds2/2026-11-25-honest", "runs/skew/ds2_plus/ds2plus-r14", "runs/noise/ds2_plus/confirm-8d046aa"]
+)
 def test_the_oldest_and_the_newest_policy_versions_still_replay_in_their_trees(run):
     # Fidelity replays each real run in a tree of today's model with its own commit's policy, decide and config
     # code. A refactor of today's code that an old tree cannot import made every replay fail once, unseen; and the

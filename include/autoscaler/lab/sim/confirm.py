@@ -1,6 +1,6 @@
 """The real lab as the judge of last resort: does real Flink show the differences the simulator predicts?
 
-A confirmation attempt (``benchmarks/lab/<attempt>/``) runs every kind on a few scenarios, each several times,
+A confirmation attempt (a label in ``benchmarks/lab/index.json``) runs every kind on a few scenarios, each several times,
 from one commit under one set of conditions. For each scenario and each kind against the default, the simulator
 predicts, with the same commit's code and ten seeds, which of the two costs more instance-seconds and which is
 under-provisioned longer. The real runs confirm a prediction when their medians differ the same way.
