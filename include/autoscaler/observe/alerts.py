@@ -72,9 +72,9 @@ def epoch_alerts(job: str, views: Sequence[EpochView], quarantined_epochs: int,
     before = views[-2] if len(views) > 1 and views[-2].epoch == now.epoch - 1 else None
     for op, found in sorted(now.findings.items()):
         if INEFFECTIVE in found and not (before and INEFFECTIVE in before.findings.get(op, ())):
-            reason = now.reasons.get(op, "")
-            detail = reason[reason.find("the scale-up") :] if "the scale-up" in reason else reason
-            out.append(Alert(INEFFECTIVE_SCALE_UP, job, now.epoch, f"{op}: {detail}"))
+            # The finding is the data the alert acts on; the decision's whole reason goes with it as it was written,
+            # never searched for a kind's words.
+            out.append(Alert(INEFFECTIVE_SCALE_UP, job, now.epoch, f"{op}: {now.reasons.get(op, '')}"))
     return out
 
 
