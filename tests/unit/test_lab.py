@@ -231,3 +231,22 @@ def test_a_new_run_is_indexed_with_its_attempt_and_commit(tmp_path):
     for bad in ("../x", "Confirm", "a/b", ""):
         with pytest.raises(InputError, match="attempt"):
             run_dir(tmp_path, "noise", "ds2", bad)
+
+
+def test_the_labs_commands_take_an_attempts_label_or_a_folder():
+    import subprocess
+    import sys
+
+    def compare(*items: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "scripts/ds2_lab.py", "compare", *items], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+
+    by_label = compare("confirm-8d046aa")
+    assert by_label.returncode == 0, by_label.stderr
+    rows = [line for line in by_label.stdout.splitlines() if line.startswith("| ") and " honest " in line]
+    assert {line.split(" | ")[0][2:] for line in rows} == {"noise", "ramp", "skew", "spike", "step-up-down", "two-bottlenecks"}
+    by_folder = compare("benchmarks/lab/runs/noise/ds2")
+    assert by_folder.returncode == 0 and "| noise | ds2 |" in by_folder.stdout
+    unknown = compare("no-such-attempt")
+    assert unknown.returncode != 0 and "no-such-attempt: neither a folder nor an attempt" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
