@@ -83,7 +83,7 @@ bench-dag: setup
 ## The simulated lab (scripts/ds2_sim.py, docs/policy-lab.md): the production policy and decide code in a
 ## closed loop against a model of the job. sim-sweep is the benchmark: 22 scenarios of 2-24 h x every kind
 ## x 10 seeds (7 min on 2 cores of the 2026-12-04 host, 20 on the slower EPYC of 2026-12-03; benchmarks/sim/sweep.md); sim-frontier sweeps each kind's headroom knob
-## (benchmarks/sim/frontier.md, PNGs; ~78 min); sim-fidelity replays every stored real run (benchmarks/sim/fidelity.md).
+## (benchmarks/sim/frontier.md, PNGs; 44 min on the 2026-12-04 host, 78 on the EPYC); sim-fidelity replays every stored real run (benchmarks/sim/fidelity.md).
 sim-sweep: setup
 	$(PY) scripts/ds2_sim.py sweep
 sim-frontier: setup

@@ -29,8 +29,8 @@ def test_every_named_path_exists():
     texts = [f for f in files if f.endswith((".md", ".py", ".sh", ".yaml", ".toml")) or f in ("Makefile", ".ci/run")]
     missing = []
     for name in texts:
-        if name.startswith("benchmarks/results/"):
-            continue  # measured records: they name what existed when they were measured
+        if name.startswith("benchmarks/results/") or name == "benchmarks/lab/attempts.md":
+            continue  # measured records and the lab attempts' own accounts: they name what existed when they were written
         for match in PATH.finditer((ROOT / name).read_text(errors="replace")):
             path = match.group(1)
             if "*" in path or path in MADE_AT_RUN_TIME:
