@@ -259,3 +259,27 @@ def test_the_shared_wait_needs_every_epoch_of_it_at_the_size_and_proposing_less(
     assert scale_down_wait(6, 3, needing, 10, 5, 300.0) == (6, "; a scale-down to 3 waits: the load of epoch 7 needed 6")
     assert scale_down_wait(6, 3, [], 10, 0, 0.0)[0] == 3  # no wait
     assert scale_down_wait(6, 7, past, 10, 5, 300.0) == (7, "")  # not a scale-down
+
+
+def test_an_arrival_only_bounded_is_not_a_rise_the_steady_size_learns_from():
+    # make demo, 2026-12-04: a Kafka reader reports no pendingRecords before its first fetch, so the job's first window
+    # knew only what the blocked source emitted (5,696 r/s of 20,000). Read as a value, the next epochs' 20,000 was a
+    # rise of 250 % that the steady size then carried (1.64-1.81x); read as the bound it is, it is no rise at all.
+    from autoscaler.policy.base import arrival_measured
+
+    def src_window(rate: float, basis: str) -> dict[str, OperatorWindow]:
+        w = chain(4, rate)
+        return {**w, "src": replace(w["src"], rate_basis=basis)}
+
+    bounded_first = [EpochWindows(0, src_window(5_696, "emitted")),
+                     *(EpochWindows(e, src_window(20_000, "emitted+lag")) for e in range(1, 4))]  # fmt: skip
+    assert not arrival_measured(bounded_first[0].windows["src"]) and arrival_measured(bounded_first[1].windows["src"])
+    assert not arrival_measured(replace(bounded_first[1].windows["src"], rate_basis="emitted+lag/emitted+end-lag"))
+    now = src_window(20_000, "emitted+lag")
+    # One rise measured, of 0 (three flat epochs after the bound), leaning less on the prior: 1.343x, Count 5.
+    said = decide(now, bounded_first, epoch=4)
+    assert "steady 1.343x to keep a size, 1.386x for a new one: 1 of 10 rises" in said["src"][1] and said["count"][0] == 5
+    # Had the bound been a value, its 250 % would be one of two rises measured: 1.903x, and Count 7 (the demo's).
+    measured_first = [EpochWindows(0, src_window(5_696, "emitted+lag")), *bounded_first[1:]]
+    taken = decide(now, measured_first, epoch=4)
+    assert "steady 1.903x to keep a size, 1.795x for a new one: 2 of 10 rises" in taken["src"][1] and taken["count"][0] == 7

@@ -157,6 +157,18 @@ BASIS_WORDS = {
 }
 
 
+# Bases whose rate is a bound on the arrival, not a measure of it: what the source emitted (the least that arrived)
+# or that plus its backlog at the window's end (the most). A kind decides on them when nothing better is known, but
+# a bound is not a value of the job's load to learn its sway from (ds2_plus's rises).
+BOUND_BASES = frozenset({"emitted", "emitted-unblocked", "emitted+end-lag"})
+
+
+def arrival_measured(window: OperatorWindow) -> bool:
+    """Whether the source's arrival rate in ``window`` was measured on every instance, not bounded
+    (:data:`BOUND_BASES`); a window with no basis (the true output rate of a rates file, an oracle) is measured."""
+    return not (set((window.rate_basis or "").split("/")) & BOUND_BASES)
+
+
 def source_arrival(window: OperatorWindow, override_per_instance: float | None) -> tuple[float, str]:
     """A source's arrival rate (:func:`arrival_rate`) and how it is known, in words."""
     rate = arrival_rate(window, override_per_instance)

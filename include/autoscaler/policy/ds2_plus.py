@@ -63,6 +63,7 @@ from autoscaler.policy.base import (
     EpochWindows,
     OperatorWindow,
     PastProposal,
+    arrival_measured,
     arrival_rate,
     bounded,
     flow,
@@ -205,7 +206,10 @@ def _demands(topology: Topology, epochs: Sequence[EpochWindows], source_rates: M
     now = epochs[-1].windows
     for op in topology.sources:
         rate, basis = source_arrival(now[op], source_rates.get(op))
-        series = [arrival_rate(e.windows[op], source_rates.get(op)) for e in epochs[:-1]] + [rate]
+        # Earlier epochs whose arrival was only bounded (a Kafka reader's first window reports no backlog at its
+        # start) are left out of the series the rises are read from: a bound taken for a value is a rise never had.
+        series = [arrival_rate(e.windows[op], source_rates.get(op)) for e in epochs[:-1]
+                  if source_rates.get(op) is not None or arrival_measured(e.windows[op])] + [rate]  # fmt: skip
         out[op] = _source_demand(op, series, now[op].pending_records or 0.0, basis, clock, options)
     return out
 
