@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import shutil
 import signal
 import sys
@@ -48,28 +47,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ds2_lab_measure import ensure_ground_truth, interference
+from ds2_lab_results import LAB, OPERATORS, SCENARIOS, rejudge, run_epochs, write_result
 from ds2_local import JAR, PARALLELISM_ARGS, ROOT, Stack, free_port, log
-from harness import machine, machine_line
+from harness import machine
 
 from autoscaler.config.options import MAX_LATE_EPOCHS, POLICY_KINDS
 from autoscaler.errors import InputError
 from autoscaler.lab import ground_truth as gt
 from autoscaler.lab.bounds import floors_table
-from autoscaler.lab.epochs_record import epoch_record
-from autoscaler.lab.index import attempt_results, index_md, record_attempt, record_run, run_dir, validate_attempt
+from autoscaler.lab.index import (
+    attempt_results,
+    index_md,
+    parse_run_label,
+    record_attempt,
+    results_of,
+    run_dir,
+    run_label,
+    validate_attempt,
+)
 from autoscaler.lab.replay import replay
-from autoscaler.lab.report import compare_table, report_md, runs_table
-from autoscaler.lab.result import lab_result
-from autoscaler.lab.scenario import SCALED, Scenario, job_settings, load_scenario
+from autoscaler.lab.report import compare_table, runs_table
+from autoscaler.lab.scenario import Scenario, job_settings, load_scenario
 from autoscaler.lab.targets import BASELINES, tally_table, targets_table
-from autoscaler.record.loop_report import EpochRow
 
-SCENARIOS = ROOT / "benchmarks" / "scenarios"
 GROUND_TRUTH = ROOT / "benchmarks" / "ground-truth.json"
-OPERATORS = ["Source: Source", *SCALED]
 INPUTS = ("honest", "oracle")
 STARTUP_S = 90  # Spark and Airflow start before the first epoch (a loaded machine needs margin)
-LAB = ROOT / "benchmarks" / "lab"  # runs/<scenario>/<kind>/<attempt>[-<round>]/, indexed (autoscaler/lab/index.py)
 BASELINE_RUNS = "2026-11-25-honest"  # the attempt of the baselines' last runs on real Flink
 WORK = ROOT / "data" / "lab"  # the stacks' folders (Flink, Airflow, the store), kept after a run
 
@@ -83,35 +86,14 @@ def job_entry(scenario: Scenario, policy: str, job: str, start: datetime, base: 
         "base_args": base,
         "parallelism_args": PARALLELISM_ARGS,
         "savepoint_dir": f"file://{savepoints}",
-        **job_settings(scenario, kind_of(policy)[0], inputs),
+        **job_settings(scenario, parse_run_label(policy)[0], inputs),
         "start_date": start.isoformat(),
     }
-
-
-RUN_LABEL = re.compile(r"(?P<kind>[a-z0-9_]+)(?:-(?P<run>[1-9][0-9]*))?")
-
-
-def run_label(kind: str, run: int) -> str:
-    """The label of a kind's ``run``-th run of a scenario (its folder, job name and result's policy): ``ds2_plus-2``."""
-    return kind if run == 1 else f"{kind}-{run}"
-
-
-def kind_of(label: str) -> tuple[str, int]:
-    """(kind, run number) of a run label made by :func:`run_label`."""
-    match = RUN_LABEL.fullmatch(label)
-    if match is None or match["kind"] not in POLICY_KINDS:
-        raise SystemExit(f"--policy: {label!r} is not a policy kind ({', '.join(POLICY_KINDS)}), optionally with -<run>")
-    return match["kind"], int(match["run"] or 1)
 
 
 def lab_job(scenario: Scenario, policy: str) -> str:
     """The registered job (and Flink job name) of ``policy``'s run of ``scenario``."""
     return f"lab-{scenario.name}-{policy}"
-
-
-def run_epochs(scenario: Scenario, first_s: float) -> range:
-    """The epochs of a run whose load starts at ``first_s`` (an epoch boundary)."""
-    return range(int(first_s // scenario.interval_s), int((first_s + scenario.duration_s) // scenario.interval_s))
 
 
 def run_side_by_side(
@@ -180,50 +162,6 @@ def run_side_by_side(
         stop(stack)
 
 
-def write_result(scenario: Scenario, policy: str, inputs: str, rows: list[EpochRow], truth: gt.GroundTruth, start: datetime,
-                 out: Path, conditions: dict, attempt: str | None = None) -> None:  # fmt: skip
-    """``result.json``, ``report.md`` and ``chart.png`` of one policy's run (``conditions``: when, where, its store;
-    ``attempt``: the lab attempt it is indexed under, when it is one)."""
-    from autoscaler.record import loop_report
-
-    out.mkdir(parents=True, exist_ok=True)
-    result = lab_result(rows, scenario, truth, start, policy, inputs)
-    result["kind"], result["run"] = kind_of(policy)
-    result["conditions"] = conditions
-    schedule = loop_report.schedule_times(start, scenario.rate_steps())
-    loop_report.chart(rows, schedule, OPERATORS, out / "chart.png", title=f"{scenario.name} under {policy}")
-    text = (f"Scenario `{scenario.name}`: {scenario.description} Inputs: {inputs}"
-            + (" (the test job's own rate gauge: an upper bound no production source gives)" if inputs == "oracle" else
-               " (records out plus the growth of pendingRecords, as production sees them)")
-            + f". Conditions: {machine_line(conditions)}.")  # fmt: skip
-    (out / "report.md").write_text(report_md(result, loop_report.table(rows, OPERATORS), text))
-    if conditions.get("store") and conditions.get("job"):  # the per-epoch record the simulator replays
-        epochs = run_epochs(scenario, start.timestamp())
-        record = epoch_record(Path(conditions["store"]), conditions["job"], epochs)
-        (out / "epochs.json").write_text(json.dumps(record, indent=None, separators=(",", ":"), default=str) + "\n")
-    tmp = out / ".result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    tmp.replace(out / "result.json")  # last: a result.json means the run is complete
-    if attempt is not None:
-        record_run(LAB.resolve(), out.resolve(), attempt, conditions["commit"])
-    log(f"{scenario.name} under {policy}: {out / 'result.json'}")
-
-
-def rejudge(path: Path, truth: gt.GroundTruth) -> None:
-    """Recompute a finished run's figures, report and chart from its store (after the judging changed)."""
-    from autoscaler.record import loop_report
-
-    result = json.loads(path.read_text())
-    scenario = load_scenario(SCENARIOS / f"{result['scenario']}.yaml")
-    conditions = result["conditions"]
-    if not conditions.get("store") or not conditions.get("job"):
-        raise SystemExit(f"{path}: no 'store' and 'job' in its conditions: run it again to rejudge it")
-    start = datetime.fromisoformat(result["schedule_start"])
-    rows = loop_report.epoch_rows(Path(conditions["store"]), conditions["job"], run_epochs(scenario, start.timestamp()),
-                                  scenario.interval_s)  # fmt: skip
-    write_result(scenario, result["policy"], result.get("inputs", "oracle"), rows, truth, start, path.parent, conditions)
-
-
 def run_scenario(
     path: Path,
     policies: list[str],
@@ -245,25 +183,6 @@ def run_scenario(
     groups = [[p] for p in todo] if cpu_bound or one_at_a_time else [todo]
     for group in groups:
         run_side_by_side(scenario, group, outs, truth, work, startup_s, inputs, attempt)
-
-
-def results_of(items: list[str]) -> list[Path]:
-    """The result.json of every run named: an attempt's label (its runs, from the lab's index) or a folder (every
-    run under it)."""
-    out = []
-    for item in items:
-        folder = Path(item)
-        if folder.is_dir():
-            found = sorted(folder.rglob("result.json"))
-        else:
-            try:
-                found = attempt_results(LAB, item)
-            except InputError as exc:
-                raise SystemExit(f"{item}: neither a folder nor an attempt of the lab ({exc})") from None
-        if not found:
-            raise SystemExit(f"{item}: no result.json in it")
-        out += found
-    return out
 
 
 def stop(stack: Stack) -> None:
@@ -343,21 +262,29 @@ def main() -> int:
     for p in (r, s, g, j, f):
         p.add_argument("--ground-truth", type=Path, default=GROUND_TRUTH, help="the curves' cache (JSON)")
     args = parser.parse_args()
+    try:
+        return command(args)
+    except InputError as exc:  # a bad label, attempt or folder: named, never a traceback
+        raise SystemExit(str(exc)) from None
+
+
+def command(args: argparse.Namespace) -> int:
+    """Carry out the parsed command."""
     if args.command == "index":
         (LAB / "README.md").write_text(index_md(LAB), encoding="utf-8")
         print(LAB / "README.md")
         return 0
     if args.command == "compare":
-        results = [json.loads(p.read_text()) for p in results_of(args.dirs)]
+        results = [json.loads(p.read_text()) for p in results_of(LAB, args.dirs)]
         print(compare_table(results))
         print("\n" + runs_table(results) if runs_table(results) else "", end="")
         return 0
     if args.command == "targets":
-        print(targets_table([json.loads(p.read_text()) for p in results_of(args.dirs)], args.kind))
+        print(targets_table([json.loads(p.read_text()) for p in results_of(LAB, args.dirs)], args.kind))
         return 0
     if args.command == "tally":
-        runs = [json.loads(p.read_text()) for p in results_of(args.dirs)]
-        base = [r for p in results_of([args.baselines]) if (r := json.loads(p.read_text()))["policy"] in BASELINES]
+        runs = [json.loads(p.read_text()) for p in results_of(LAB, args.dirs)]
+        base = [r for p in results_of(LAB, [args.baselines]) if (r := json.loads(p.read_text()))["policy"] in BASELINES]
         if not base:
             raise SystemExit(f"{args.baselines}: none of its runs is a baseline's ({', '.join(BASELINES)})")
         honest = [r for r in runs if r.get("inputs") == "honest"]
@@ -380,19 +307,19 @@ def main() -> int:
     if args.command == "run":
         policies = args.policy.split(",")
         for label in policies:
-            kind_of(label)  # exits naming a label that is not a kind
+            parse_run_label(label)
         if args.out.resolve().is_relative_to(LAB.resolve()):
             raise SystemExit(f"--out {args.out}: the lab's runs are made by 'sweep --attempt', which indexes them")
         outs = {p: args.out / p if len(policies) > 1 else args.out for p in policies}
         run_scenario(args.scenario, policies, outs, truth, args.work, args.startup, args.inputs)
         return 0
     if args.command == "rejudge":
-        for path in results_of(args.dirs):
+        for path in results_of(LAB, args.dirs):
             rejudge(path, truth)
         return 0
     if args.command == "floors":
         scenarios = [load_scenario(p) for p in args.scenarios or sorted(SCENARIOS.glob("*.yaml"))]
-        results = [json.loads(p.read_text()) for p in results_of([args.baselines])]
+        results = [json.loads(p.read_text()) for p in results_of(LAB, [args.baselines])]
         print(floors_table(scenarios, truth, results, drain=not args.no_drain, scale_down_wait_s=args.scale_down_wait))
         return 0
     if args.command == "ground-truth":
@@ -415,7 +342,7 @@ def main() -> int:
     record_attempt(LAB, attempt, args.why)
     kinds = args.policies.split(",") if args.policies else list(POLICY_KINDS)
     for kind in kinds:
-        kind_of(kind)
+        parse_run_label(kind)
     # Round by round (every kind on every scenario once, then again): an interrupted sweep holds whole rounds.
     for n in range(1, args.runs + 1):
         labels = [run_label(kind, n) for kind in kinds]

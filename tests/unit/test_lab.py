@@ -233,6 +233,17 @@ def test_a_new_run_is_indexed_with_its_attempt_and_commit(tmp_path):
             run_dir(tmp_path, "noise", "ds2", bad)
 
 
+def test_a_run_label_is_a_kind_and_its_round():
+    from autoscaler.errors import InputError
+    from autoscaler.lab.index import parse_run_label, run_label
+
+    assert [run_label("ds2_plus", n) for n in (1, 2)] == ["ds2_plus", "ds2_plus-2"]
+    assert parse_run_label("ds2_plus") == ("ds2_plus", 1) and parse_run_label("utilization-3") == ("utilization", 3)
+    for bad in ("ds3", "ds2-0", "ds2-x", "ds2_plus-2/..", ""):
+        with pytest.raises(InputError, match="not a policy kind"):
+            parse_run_label(bad)
+
+
 def test_the_labs_commands_take_an_attempts_label_or_a_folder():
     import subprocess
     import sys

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from autoscaler.config.options import POLICY_KINDS
 from autoscaler.errors import InputError
 
 INDEX = "index.json"
@@ -25,6 +26,8 @@ RUNS = "runs"
 ATTEMPTS = "attempts.md"
 # An attempt's label names folders: letters, digits, dots and dashes, as the existing ones (2026-11-25-honest).
 ATTEMPT = re.compile(r"[a-z0-9][a-z0-9.-]{0,79}")
+# A run's label within a sweep (its job's name, its result's policy): the kind, then its round from the second on.
+RUN_LABEL = re.compile(r"(?P<kind>[a-z0-9_]+)(?:-(?P<run>[1-9][0-9]*))?")
 HEADER = """# Real-Flink lab results
 
 Every run is `runs/<scenario>/<kind>/<attempt>[-<round>]/`: `result.json`, `report.md`, `chart.png` (and, since
@@ -42,6 +45,19 @@ def validate_attempt(label: str) -> str:
     if not ATTEMPT.fullmatch(label):
         raise InputError("attempt", f"{label!r} is not an attempt label (lower-case letters, digits, '.', '-'; 1-80)")
     return label
+
+
+def run_label(kind: str, run: int) -> str:
+    """The label of a kind's ``run``-th run of a scenario: ``ds2_plus``, then ``ds2_plus-2``, ..."""
+    return kind if run == 1 else f"{kind}-{run}"
+
+
+def parse_run_label(label: str) -> tuple[str, int]:
+    """(kind, run number) of a label made by :func:`run_label`; anything else is refused naming the label."""
+    match = RUN_LABEL.fullmatch(label)
+    if match is None or match["kind"] not in POLICY_KINDS:
+        raise InputError("--policy", f"{label!r} is not a policy kind ({', '.join(POLICY_KINDS)}), optionally with -<run>")
+    return match["kind"], int(match["run"] or 1)
 
 
 def run_dir(root: Path, scenario: str, kind: str, attempt: str, round_: int = 1) -> Path:
@@ -96,6 +112,25 @@ def attempt_results(root: Path, attempt: str) -> list[Path]:
     if attempt not in index["attempts"]:
         raise InputError("attempt", f"{attempt!r} is not an attempt of {root / INDEX}")
     return sorted(root / p / "result.json" for p, e in index["runs"].items() if e["attempt"] == attempt)
+
+
+def results_of(root: Path, items: list[str]) -> list[Path]:
+    """The result.json of every run named: an attempt's label (its runs, from ``root``'s index) or a folder (every
+    run under it)."""
+    out = []
+    for item in items:
+        folder = Path(item)
+        if folder.is_dir():
+            found = sorted(folder.rglob("result.json"))
+        else:
+            try:
+                found = attempt_results(root, item)
+            except InputError as exc:
+                raise InputError(item, f"neither a folder nor an attempt of the lab ({exc})") from None
+        if not found:
+            raise InputError(item, "no result.json in it")
+        out += found
+    return out
 
 
 def _kind(result: Mapping[str, Any]) -> str:
